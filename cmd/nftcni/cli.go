@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nftcni/nftcni/cni"
+)
+
+const usage = `usage: nftcni <command> [arguments]
+
+commands:
+  version              print the build version, protocol versions and plugins
+  install [-force] DIR copy this binary to DIR/nftcni and link every plugin name to it
+  plugins              list the plugins this binary provides
+
+Started under a plugin's name (a link made by "install"), nftcni is that
+CNI plugin.
+`
+
+func cli(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "version", "--version", "-v":
+		fmt.Printf("nftcni %s\nCNI protocol versions supported: %s\nplugins: %s\n",
+			cni.BuildVersion, strings.Join(cni.AllVersions, ", "), strings.Join(pluginNames(), " "))
+	case "plugins":
+		for _, n := range pluginNames() {
+			fmt.Println(n)
+		}
+	case "install":
+		err = install(args[1:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "nftcni: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nftcni: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// install copies the running binary into dir and points one symlink per
+// plugin at it. An existing file of a plugin's name that is not already our
+// link is left alone unless -force is given, so installing over the
+// reference plugins is a deliberate act.
+func install(args []string) error {
+	fs := flag.NewFlagSet("install", flag.ContinueOnError)
+	force := fs.Bool("force", false, "replace existing plugin files of the same names")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("install: want exactly one directory")
+	}
+	dir := fs.Arg(0)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("install: finding this binary: %w", err)
+	}
+	dst := filepath.Join(dir, "nftcni")
+	if err := copyExecutable(self, dst); err != nil {
+		return fmt.Errorf("install: copying %s to %s: %w", self, dst, err)
+	}
+	var refused []string
+	for _, name := range pluginNames() {
+		link := filepath.Join(dir, name)
+		if target, err := os.Readlink(link); err == nil && target == "nftcni" {
+			continue
+		}
+		if _, err := os.Lstat(link); err == nil {
+			if !*force {
+				refused = append(refused, name)
+				continue
+			}
+			if err := os.Remove(link); err != nil {
+				return fmt.Errorf("install: replacing %s: %w", link, err)
+			}
+		}
+		if err := os.Symlink("nftcni", link); err != nil {
+			return fmt.Errorf("install: linking %s: %w", link, err)
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("install: %s already exist in %s and are not nftcni links (use -force to replace them)",
+			strings.Join(refused, ", "), dir)
+	}
+	return nil
+}
+
+// copyExecutable writes src to dst through a temporary file and a rename,
+// so a plugin being exec'd concurrently never sees a half-written binary.
+func copyExecutable(src, dst string) error {
+	if a, err := os.Stat(src); err == nil {
+		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".nftcni-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,367 @@
+package cni
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Plugin describes one plugin: its name, the versions it advertises and its
+// command handlers. A nil GC or Status handler answers success, like the
+// reference dispatcher does for plugins without one.
+type Plugin struct {
+	Name string
+	// Versions is the exact list advertised; nil means AllVersions.
+	Versions []string
+
+	Add    func(ctx context.Context, a *CmdArgs) (*Result, error)
+	Del    func(ctx context.Context, a *CmdArgs) error
+	Check  func(ctx context.Context, a *CmdArgs) error
+	GC     func(ctx context.Context, a *CmdArgs) error
+	Status func(ctx context.Context, a *CmdArgs) error
+}
+
+func (p *Plugin) versions() []string {
+	if p.Versions == nil {
+		return AllVersions
+	}
+	return p.Versions
+}
+
+// CmdArgs is one invocation, already validated by the dispatcher.
+type CmdArgs struct {
+	Command       string
+	ContainerID   string
+	Netns         string
+	IfName        string
+	Args          string // raw CNI_ARGS
+	Path          string // raw CNI_PATH
+	NetnsOverride bool
+	StdinData     []byte
+	// Version is the config's cniVersion exactly as given ("" allowed).
+	Version string
+	// Env is the whole environment handed to delegates (KEY=VALUE).
+	Env []string
+	// Stderr receives logs and forwarded delegate stderr.
+	Stderr io.Writer
+}
+
+// Logf writes a line to the invocation's stderr.
+func (a *CmdArgs) Logf(format string, args ...any) {
+	if a.Stderr != nil {
+		fmt.Fprintf(a.Stderr, format+"\n", args...)
+	}
+}
+
+// BuildVersion is stamped at link time (-X); it ends the about banner's
+// first line, like the reference's "version unknown".
+var BuildVersion = "version unknown"
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+
+// ValidateContainerID applies the dispatcher's container-ID rule.
+func ValidateContainerID(id string) *Error {
+	if id == "" {
+		return NewError(CodeUnknownContainer, "missing containerID", "")
+	}
+	if !nameRE.MatchString(id) {
+		return NewError(CodeInvalidEnvironment, "invalid characters in containerID", id)
+	}
+	return nil
+}
+
+// ValidateNetworkName applies the dispatcher's network-name rule.
+func ValidateNetworkName(name string) *Error {
+	if name == "" {
+		return NewError(CodeInvalidNetworkConfig, "missing network name", "")
+	}
+	if !nameRE.MatchString(name) {
+		return NewError(CodeInvalidNetworkConfig, "invalid characters found in network name", name)
+	}
+	return nil
+}
+
+// ValidateIfName applies the dispatcher's interface-name rule (15 bytes,
+// not . or .., no / : or white space).
+func ValidateIfName(name string) *Error {
+	switch {
+	case name == "":
+		return NewError(CodeInvalidEnvironment, "interface name is empty", "")
+	case len(name) > 15:
+		return NewError(CodeInvalidEnvironment, "interface name is too long", "interface name should be less than 16 characters")
+	case name == "." || name == "..":
+		return NewError(CodeInvalidEnvironment, "interface name is . or ..", "")
+	}
+	for _, c := range name {
+		if c == '/' || c == ':' || unicode.IsSpace(c) {
+			return NewError(CodeInvalidEnvironment, "interface name contains / or : or whitespace characters", "")
+		}
+	}
+	return nil
+}
+
+// Env looks up an environment variable; an empty value counts as unset.
+type Env func(key string) string
+
+// EnvFromList builds an Env over KEY=VALUE pairs (last one wins).
+func EnvFromList(list []string) Env {
+	m := make(map[string]string, len(list))
+	for _, kv := range list {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) string { return m[k] }
+}
+
+type envVar struct {
+	name     string
+	required map[string]bool
+	validate func(string) *Error
+}
+
+var allCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": true, "STATUS": true, "VERSION": true}
+var idCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true}
+var pathCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": true, "STATUS": true}
+
+// envVars is the reference dispatcher's walk, in its order (protocol.md §2).
+var envVars = []envVar{
+	{"CNI_COMMAND", allCmds, nil},
+	{"CNI_CONTAINERID", idCmds, func(v string) *Error { return ValidateContainerID(v) }},
+	{"CNI_NETNS", map[string]bool{"ADD": true, "CHECK": true}, nil},
+	{"CNI_IFNAME", idCmds, ValidateIfName},
+	{"CNI_ARGS", nil, nil},
+	{"CNI_PATH", pathCmds, nil},
+	{"CNI_NETNS_OVERRIDE", nil, nil},
+}
+
+// Invocation is one run of the dispatcher: the environment, stdin and the
+// places output goes.
+type Invocation struct {
+	Env     Env
+	Environ []string // passed on to delegates
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// Main runs p as a process: reads the real environment and stdin, prints,
+// and returns the exit status.
+func Main(p *Plugin) int {
+	return Run(context.Background(), p, Invocation{
+		Env:     os.Getenv,
+		Environ: os.Environ(),
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+	})
+}
+
+// Run dispatches one invocation and returns the exit status: 0, or 1 with
+// an error object on stdout (protocol.md §1, §3).
+func Run(ctx context.Context, p *Plugin, inv Invocation) int {
+	out, err := dispatch(ctx, p, inv)
+	if err == errAbout {
+		fmt.Fprintf(inv.Stderr, "CNI %s plugin %s\nCNI protocol versions supported: %s\n",
+			p.Name, BuildVersion, strings.Join(p.versions(), ", "))
+		return 0
+	}
+	if err != nil {
+		b, _ := json.MarshalIndent(AsError(err), "", "    ")
+		inv.Stdout.Write(b)
+		return 1
+	}
+	if len(out) > 0 {
+		if _, werr := inv.Stdout.Write(out); werr != nil {
+			fmt.Fprintf(inv.Stderr, "writing result: %v\n", werr)
+			return 1
+		}
+	}
+	return 0
+}
+
+var errAbout = fmt.Errorf("about")
+
+func dispatch(ctx context.Context, p *Plugin, inv Invocation) ([]byte, error) {
+	cmd := inv.Env("CNI_COMMAND")
+	var missing []string
+	vals := map[string]string{}
+	for _, v := range envVars {
+		val := inv.Env(v.name)
+		vals[v.name] = val
+		if !v.required[cmd] {
+			continue
+		}
+		if val == "" {
+			missing = append(missing, v.name)
+			continue
+		}
+		if v.validate != nil {
+			if err := v.validate(val); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cmd == "" {
+		return nil, errAbout
+	}
+	if len(missing) > 0 {
+		return nil, Errorf(CodeInvalidEnvironment, "required env variables [%s] missing", strings.Join(missing, ","))
+	}
+	if cmd == "VERSION" {
+		b, _ := json.Marshal(struct {
+			CNIVersion        string   `json:"cniVersion"`
+			SupportedVersions []string `json:"supportedVersions"`
+		}{CurrentVersion, p.versions()})
+		return append(b, '\n'), nil
+	}
+
+	stdin, err := io.ReadAll(inv.Stdin)
+	if err != nil {
+		return nil, Errorf(CodeIOFailure, "error reading from stdin: %v", err)
+	}
+	var conf struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(stdin, &conf); err != nil {
+		return nil, Errorf(CodeDecodingFailure, "error unmarshall network config: %v", err)
+	}
+	if err := ValidateNetworkName(conf.Name); err != nil {
+		return nil, err
+	}
+	var vconf struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(stdin, &vconf); err != nil {
+		return nil, Errorf(CodeDecodingFailure, "decoding version from network config: %v", err)
+	}
+	ver := vconf.CNIVersion
+	override := vals["CNI_NETNS_OVERRIDE"]
+	a := &CmdArgs{
+		Command:       cmd,
+		ContainerID:   vals["CNI_CONTAINERID"],
+		Netns:         vals["CNI_NETNS"],
+		IfName:        vals["CNI_IFNAME"],
+		Args:          vals["CNI_ARGS"],
+		Path:          vals["CNI_PATH"],
+		NetnsOverride: override == "1" || strings.EqualFold(override, "true"),
+		StdinData:     stdin,
+		Version:       ver,
+		Env:           inv.Environ,
+		Stderr:        inv.Stderr,
+	}
+	switch cmd {
+	case "ADD", "DEL":
+		if err := p.checkSupported(ver); err != nil {
+			return nil, err
+		}
+		if err := guardNetns(a); err != nil {
+			return nil, err
+		}
+		if cmd == "DEL" {
+			return nil, p.Del(ctx, a)
+		}
+		res, err := p.Add(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return Encode(res, ver)
+	case "CHECK", "GC", "STATUS":
+		floor := "1.1.0"
+		if cmd == "CHECK" {
+			floor = "0.4.0"
+		}
+		if err := p.gate(cmd, ver, floor); err != nil {
+			return nil, err
+		}
+		var h func(context.Context, *CmdArgs) error
+		switch cmd {
+		case "CHECK":
+			h = p.Check
+		case "GC":
+			h = p.GC
+		default:
+			h = p.Status
+		}
+		if h == nil {
+			return nil, nil
+		}
+		return nil, h(ctx, a)
+	}
+	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
+}
+
+func (p *Plugin) checkSupported(ver string) error {
+	v := ver
+	if v == "" {
+		v = "0.1.0"
+	}
+	if !contains(p.versions(), v) {
+		return NewError(CodeIncompatibleCNIVersion, "incompatible CNI versions",
+			fmt.Sprintf("config is %q, plugin supports %s", ver, quotedList(p.versions())))
+	}
+	return nil
+}
+
+// gate applies the CHECK/GC/STATUS version rules of protocol.md §3 in the
+// reference's order: config floor, plugin ceiling, exact membership.
+func (p *Plugin) gate(cmd, ver, floor string) error {
+	ok, err := GreaterThanOrEqual(ver, floor)
+	if err != nil {
+		return NewError(CodeDecodingFailure, err.Error(), "")
+	}
+	if !ok {
+		return Errorf(CodeIncompatibleCNIVersion, "config version does not allow %s", cmd)
+	}
+	allowed := false
+	for _, sv := range p.versions() {
+		if ok, err := GreaterThanOrEqual(sv, ver); err == nil && ok {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return Errorf(CodeIncompatibleCNIVersion, "plugin version does not allow %s", cmd)
+	}
+	return p.checkSupported(ver)
+}
+
+// guardNetns refuses CNI_NETNS naming our own namespace, before any work is
+// done (the reference only notices afterwards). An unopenable path passes.
+func guardNetns(a *CmdArgs) error {
+	if a.NetnsOverride || a.Netns == "" {
+		return nil
+	}
+	target, err := os.Stat(a.Netns)
+	if err != nil {
+		return nil
+	}
+	own, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil
+	}
+	if os.SameFile(target, own) {
+		return NewError(CodeInvalidNetNS, "plugin's netns and netns from CNI_NETNS should not be the same", "")
+	}
+	return nil
+}
+
+// captured runs p in-process on env and stdin and returns what it printed,
+// for the delegation fast path and for tests.
+func captured(ctx context.Context, p *Plugin, environ []string, stdin []byte, stderr io.Writer) (stdout []byte, status int) {
+	var out bytes.Buffer
+	status = Run(ctx, p, Invocation{
+		Env:     EnvFromList(environ),
+		Environ: environ,
+		Stdin:   bytes.NewReader(stdin),
+		Stdout:  &out,
+		Stderr:  stderr,
+	})
+	return out.Bytes(), status
+}

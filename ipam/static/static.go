@@ -1,0 +1,225 @@
+// Package static is the "static" IPAM plugin: it hands out exactly the
+// addresses its config (or the runtime) names and keeps no state.
+//
+// Behaviour follows contract/ipam.md §2, quirks included: CNI_ARGS IP
+// entries are appended to the configured list, args.cni.ips replaces the
+// list and runtimeConfig.ips replaces it again; CHECK only catches a
+// gateway mismatch for addresses present in prevResult.
+package static
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/nftcni/nftcni/cni"
+)
+
+// Plugin is the static IPAM plugin. DEL needs nothing (no state) and does
+// not even read the config, like the reference.
+var Plugin = &cni.Plugin{
+	Name:  "static",
+	Add:   cmdAdd,
+	Del:   func(context.Context, *cni.CmdArgs) error { return nil },
+	Check: cmdCheck,
+}
+
+type netConf struct {
+	CNIVersion string      `json:"cniVersion"`
+	IPAM       *ipamConf   `json:"ipam"`
+	Args       *argsConf   `json:"args"`
+	Runtime    runtimeConf `json:"runtimeConfig"`
+}
+
+type ipamConf struct {
+	Routes    []*cni.Route `json:"routes"`
+	Addresses []addrConf   `json:"addresses,omitempty"`
+	DNS       cni.DNSConf  `json:"dns"`
+}
+
+type addrConf struct {
+	Address string  `json:"address"`
+	Gateway *string `json:"gateway,omitempty"`
+}
+
+type argsConf struct {
+	CNI struct {
+		IPs []string `json:"ips"`
+	} `json:"cni"`
+}
+
+type runtimeConf struct {
+	IPs []string `json:"ips"`
+}
+
+// address is one entry of the final list.
+type address struct {
+	prefix  netip.Prefix // host bits kept
+	gateway netip.Addr
+}
+
+// config is the decoded, validated configuration.
+type config struct {
+	addrs  []address
+	routes []*cni.Route
+	dns    cni.DNS
+}
+
+// load builds the address list in the reference's order of operations
+// (contract/ipam.md §2.2).
+func load(data []byte, envArgs string) (*config, error) {
+	var n netConf
+	if err := json.Unmarshal(data, &n); err != nil {
+		return nil, err
+	}
+	if n.IPAM == nil {
+		return nil, errors.New("IPAM config missing 'ipam' key")
+	}
+	// Pending entries: config ones are validated only if they survive the
+	// replacements below, so keep their text until then.
+	type pending struct {
+		text    string
+		prefix  netip.Prefix
+		parsed  bool
+		gateway netip.Addr
+	}
+	var list []pending
+	for _, a := range n.IPAM.Addresses {
+		p := pending{text: a.Address}
+		if pr, err := netip.ParsePrefix(a.Address); err == nil {
+			p.prefix, p.parsed = pr, true
+		}
+		if a.Gateway != nil && *a.Gateway != "" {
+			gw, err := cni.ParseAddr(*a.Gateway)
+			if err != nil {
+				return nil, err
+			}
+			p.gateway = gw
+		}
+		list = append(list, p)
+	}
+	if envArgs != "" {
+		var ipArg, gwArg string
+		err := cni.LoadArgs(envArgs,
+			cni.ArgField{Name: "IP", Set: func(v string) error { ipArg = v; return nil }},
+			cni.ArgField{Name: "GATEWAY", Set: func(v string) error { gwArg = v; return nil }},
+		)
+		if err != nil {
+			return nil, err
+		}
+		if ipArg != "" {
+			for _, item := range strings.Split(ipArg, ",") {
+				s := strings.TrimSpace(item)
+				pr, err := netip.ParsePrefix(s)
+				if err != nil {
+					return nil, fmt.Errorf("the 'ip' field is expected to be in CIDR notation, got: '%s'", s)
+				}
+				list = append(list, pending{text: s, prefix: pr, parsed: true})
+			}
+		}
+		if gwArg != "" {
+			for _, item := range strings.Split(gwArg, ",") {
+				gw, err := netip.ParseAddr(strings.TrimSpace(item))
+				if err != nil || gw.Zone() != "" {
+					return nil, fmt.Errorf("invalid gateway address: %s", item)
+				}
+				gw = gw.Unmap()
+				for i := range list {
+					if list[i].parsed && list[i].prefix.Masked().Contains(gw) {
+						list[i].gateway = gw
+					}
+				}
+			}
+		}
+	}
+	replace := func(entries []string) error {
+		list = list[:0]
+		for _, e := range entries {
+			pr, err := netip.ParsePrefix(e)
+			if err != nil {
+				return fmt.Errorf("an entry in the 'ips' field is NOT in CIDR notation, got: '%s'", e)
+			}
+			list = append(list, pending{text: e, prefix: pr, parsed: true})
+		}
+		return nil
+	}
+	if n.Args != nil && len(n.Args.CNI.IPs) > 0 {
+		if err := replace(n.Args.CNI.IPs); err != nil {
+			return nil, err
+		}
+	}
+	if len(n.Runtime.IPs) > 0 {
+		if err := replace(n.Runtime.IPs); err != nil {
+			return nil, err
+		}
+	}
+	c := &config{routes: n.IPAM.Routes, dns: n.IPAM.DNS.DNS()}
+	v4, v6 := 0, 0
+	for _, p := range list {
+		if !p.parsed {
+			return nil, fmt.Errorf("the 'address' field is expected to be in CIDR notation, got: '%s'", p.text)
+		}
+		pr := p.prefix
+		if pr.Addr().Is4In6() && pr.Bits() >= 96 {
+			pr = netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()-96)
+		}
+		if pr.Addr().Is4() {
+			v4++
+		} else {
+			v6++
+		}
+		c.addrs = append(c.addrs, address{prefix: pr, gateway: p.gateway})
+	}
+	if old, _ := cni.CompareVersions(n.CNIVersion, "0.3.0"); old < 0 && (v4 > 1 || v6 > 1) {
+		return nil, fmt.Errorf("CNI version %v does not support more than 1 address per family", n.CNIVersion)
+	}
+	return c, nil
+}
+
+func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	c, err := load(a.StdinData, a.Args)
+	if err != nil {
+		return nil, err
+	}
+	r := &cni.Result{CNIVersion: cni.CurrentVersion, Routes: c.routes, DNS: c.dns}
+	for _, ad := range c.addrs {
+		r.IPs = append(r.IPs, &cni.IPConfig{Address: ad.prefix, Gateway: ad.gateway})
+	}
+	return r, nil
+}
+
+func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+	c, err := load(a.StdinData, a.Args)
+	if err != nil {
+		return err
+	}
+	var n struct {
+		CNIVersion string          `json:"cniVersion"`
+		Prev       json.RawMessage `json:"prevResult"`
+	}
+	if err := json.Unmarshal(a.StdinData, &n); err != nil {
+		return err
+	}
+	prev, err := cni.ParsePrevResult(n.Prev, n.CNIVersion)
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return errors.New("Required prevResult missing")
+	}
+	for _, ad := range c.addrs {
+		for _, ip := range prev.IPs {
+			if ip.Address.Addr() != ad.prefix.Addr() {
+				continue
+			}
+			if ad.gateway.IsValid() && ip.Gateway != ad.gateway {
+				return fmt.Errorf("static: Failed to match addr %v on interface %v", ad.prefix.Addr(), a.IfName)
+			}
+			break
+		}
+	}
+	return nil
+}
