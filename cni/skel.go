@@ -166,15 +166,15 @@ func Main(p *Plugin) int {
 // Run dispatches one invocation and returns the exit status: 0, or 1 with
 // an error object on stdout (protocol.md §1, §3).
 func Run(ctx context.Context, p *Plugin, inv Invocation) int {
-	out, err := dispatch(ctx, p, inv)
+	ver := CurrentVersion
+	out, err := dispatch(ctx, p, inv, &ver)
 	if err == errAbout {
 		fmt.Fprintf(inv.Stderr, "CNI %s plugin %s\nCNI protocol versions supported: %s\n",
 			p.Name, BuildVersion, strings.Join(p.versions(), ", "))
 		return 0
 	}
 	if err != nil {
-		b, _ := json.MarshalIndent(AsError(err), "", "    ")
-		inv.Stdout.Write(b)
+		inv.Stdout.Write(errorJSON(AsError(err), ver))
 		return 1
 	}
 	if len(out) > 0 {
@@ -188,7 +188,27 @@ func Run(ctx context.Context, p *Plugin, inv Invocation) int {
 
 var errAbout = fmt.Errorf("about")
 
-func dispatch(ctx context.Context, p *Plugin, inv Invocation) ([]byte, error) {
+// errorJSON renders an error object. Unlike the reference it carries
+// cniVersion, as the spec's error format has it (DESIGN §3): the config's
+// version when it is one we speak, else ours. Runtimes ignore the extra key.
+func errorJSON(e *Error, confVersion string) []byte {
+	v := confVersion
+	if v == "" {
+		v = "0.1.0"
+	}
+	if !contains(AllVersions, v) {
+		v = CurrentVersion
+	}
+	b, _ := json.MarshalIndent(struct {
+		CNIVersion string `json:"cniVersion"`
+		*Error
+	}{v, e}, "", "    ")
+	return b
+}
+
+// dispatch runs one invocation; *confVersion is set once the config's
+// version is known, for the error object.
+func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *string) ([]byte, error) {
 	cmd := inv.Env("CNI_COMMAND")
 	var missing []string
 	vals := map[string]string{}
@@ -242,6 +262,7 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation) ([]byte, error) {
 		return nil, Errorf(CodeDecodingFailure, "decoding version from network config: %v", err)
 	}
 	ver := vconf.CNIVersion
+	*confVersion = ver
 	override := vals["CNI_NETNS_OVERRIDE"]
 	a := &CmdArgs{
 		Command:       cmd,

@@ -1,0 +1,121 @@
+// Package loopback is the "loopback" plugin: it brings up `lo` in the
+// container's namespace and reports its addresses. CNI_IFNAME is ignored
+// (always lo) but must still pass the dispatcher's checks, like the
+// reference (contract/main-plugins.md §8).
+package loopback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+)
+
+// Plugin is the loopback plugin. It holds no state, so GC and STATUS are
+// the dispatcher's default success.
+var Plugin = &cni.Plugin{
+	Name:  "loopback",
+	Add:   cmdAdd,
+	Del:   cmdDel,
+	Check: cmdCheck,
+}
+
+// withLo opens the namespace and a netlink handle inside it.
+func withLo(path string, fn func(h *netlinkx.Handle) error) error {
+	ns, err := netns.Open(path)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	conf, err := cni.DecodeNetConf(a.StdinData, "failed to parse network config")
+	if err != nil {
+		return nil, err
+	}
+	prev, err := conf.PrevResult()
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse prevResult: %w", err)
+	}
+	var lo netlinkx.Link
+	var addrs []netlinkx.Addr
+	err = withLo(a.Netns, func(h *netlinkx.Handle) error {
+		if err := h.SetUp("lo"); err != nil {
+			return err
+		}
+		if lo, err = h.LinkByName("lo"); err != nil {
+			return err
+		}
+		addrs, err = h.Addrs("lo", 0)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A chained loopback passes the previous result through unchanged.
+	if prev != nil {
+		return prev, nil
+	}
+	r := &cni.Result{
+		CNIVersion: cni.CurrentVersion,
+		Interfaces: []*cni.Interface{{Name: "lo", Mac: lo.MAC.String(), Sandbox: a.Netns}},
+	}
+	if r.Interfaces[0].Mac == "" {
+		r.Interfaces[0].Mac = "00:00:00:00:00:00"
+	}
+	// Only the first address of each family is reported, IPv4 first.
+	for _, want4 := range []bool{true, false} {
+		var first *cni.IPConfig
+		for _, ad := range addrs {
+			if ad.Prefix.Addr().Is4() != want4 {
+				continue
+			}
+			if !ad.Prefix.Addr().IsLoopback() {
+				return nil, fmt.Errorf("loopback interface found with non-loopback address %q", ad.Prefix.Addr().String())
+			}
+			if first == nil {
+				first = &cni.IPConfig{Interface: cni.Int(0), Address: ad.Prefix}
+			}
+		}
+		if first != nil {
+			r.IPs = append(r.IPs, first)
+		}
+	}
+	return r, nil
+}
+
+func cmdDel(_ context.Context, a *cni.CmdArgs) error {
+	if a.Netns == "" {
+		return nil
+	}
+	err := withLo(a.Netns, func(h *netlinkx.Handle) error { return h.SetDown("lo") })
+	if errors.Is(err, netns.ErrNotExist) || errors.Is(err, netlinkx.ErrNotFound) || errors.Is(err, unix.ENODEV) {
+		return nil
+	}
+	return err
+}
+
+func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+	return withLo(a.Netns, func(h *netlinkx.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if !lo.Up {
+			return errors.New("loopback interface is down")
+		}
+		return nil
+	})
+}
