@@ -1,0 +1,141 @@
+// Package privtest holds helpers for privileged tests: tests that need root
+// to create network namespaces and links. Every helper works in throwaway
+// namespaces of its own, never in the machine's.
+//
+// Without root the tests skip, so `go test ./...` stays green for
+// developers; CI and the VM runner set NFTCNI_REQUIRE_PRIV=1 so a missing
+// privilege fails loudly instead of silently skipping everything.
+package privtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/netns"
+)
+
+// Require skips the test unless it runs as root, or fails it when
+// NFTCNI_REQUIRE_PRIV=1.
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("NFTCNI_REQUIRE_PRIV") == "1" {
+		t.Fatal("privileged test needs root (NFTCNI_REQUIRE_PRIV=1)")
+	}
+	t.Skip("needs root: creates network namespaces")
+}
+
+var seq atomic.Uint64
+
+// NewNS creates a fresh network namespace for the test, containing only the
+// loopback device as the kernel made it (down). It is closed and removed
+// when the test ends.
+func NewNS(t testing.TB) *netns.NS {
+	t.Helper()
+	Require(t)
+	// t.TempDir is registered for cleanup before our own cleanup, so it runs
+	// after it: the bind mount is gone before the directory is removed.
+	dir := t.TempDir()
+	name := fmt.Sprintf("nftcni-test-%d-%d", os.Getpid(), seq.Add(1))
+	ns, err := netns.New(dir, name)
+	if err != nil {
+		t.Fatalf("creating test netns: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Close(); err != nil {
+			t.Errorf("closing test netns: %v", err)
+		}
+		if err := netns.Remove(ns.Path()); err != nil {
+			t.Errorf("removing test netns: %v", err)
+		}
+	})
+	return ns
+}
+
+// probes caches feature probes: key → error (nil: supported).
+var probes sync.Map
+
+// requireFeature skips (or, with NFTCNI_REQUIRE_KIND_ALL=1, fails) the test
+// when probe reports EOPNOTSUPP; the probe runs once per key.
+func requireFeature(t testing.TB, key, msg string, probe func(testing.TB) error) {
+	t.Helper()
+	Require(t)
+	v, ok := probes.Load(key)
+	if !ok {
+		v, _ = probes.LoadOrStore(key, probe(t))
+	}
+	err, _ := v.(error)
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("probing %s: %v", key, err)
+	}
+	if os.Getenv("NFTCNI_REQUIRE_KIND_ALL") == "1" {
+		t.Fatal(msg + " (NFTCNI_REQUIRE_KIND_ALL=1)")
+	}
+	t.Skip(msg)
+}
+
+// RequireLinkKind skips the test when the kernel cannot create links of the
+// given kind (e.g. "dummy", "vlan", "ipvlan", "vrf"), or fails it when
+// NFTCNI_REQUIRE_KIND_ALL=1 — set in the VM, whose kernel must have them all.
+// The answer is probed once per kind, in a throwaway namespace.
+func RequireLinkKind(t testing.TB, kind string) {
+	t.Helper()
+	requireFeature(t, "link kind "+kind, fmt.Sprintf("%s: kernel has no support for %s links", kind, kind),
+		func(t testing.TB) error { return probeKind(t, kind, nil) })
+}
+
+// RequireBridgeVlanFiltering skips the test when bridges cannot filter by
+// VLAN (CONFIG_BRIDGE_VLAN_FILTERING is off, as on kernels without 802.1Q),
+// or fails it when NFTCNI_REQUIRE_KIND_ALL=1.
+func RequireBridgeVlanFiltering(t testing.TB) {
+	t.Helper()
+	requireFeature(t, "bridge vlan_filtering", "bridge vlan_filtering: kernel has no support for VLAN-filtering bridges",
+		func(t testing.TB) error {
+			ae := netlink.NewAttributeEncoder()
+			ae.Uint8(unix.IFLA_BR_VLAN_FILTERING, 1)
+			data, err := ae.Encode()
+			if err != nil {
+				return err
+			}
+			return probeKind(t, "bridge", &rtnetlink.LinkData{Name: "bridge", Data: data})
+		})
+}
+
+// probeKind asks the kernel to create a link of the kind, with optional
+// IFLA_INFO_DATA. The kernel answers EOPNOTSUPP ("Unknown device type") only
+// when no driver for the kind exists, even after trying to load its module,
+// or when the data asks for a feature compiled out; any other answer,
+// including EINVAL for kinds that need more attributes (vlan wants a parent),
+// means the kind is there. It returns nil when supported.
+func probeKind(t testing.TB, kind string, data rtnetlink.LinkDriver) error {
+	ns := NewNS(t)
+	c, err := rtnetlink.Dial(&netlink.Config{NetNS: ns.Fd()})
+	if err != nil {
+		return fmt.Errorf("dialing rtnetlink: %w", err)
+	}
+	defer c.Close()
+	err = c.Link.New(&rtnetlink.LinkMessage{
+		Family: unix.AF_UNSPEC,
+		Attributes: &rtnetlink.LinkAttributes{
+			Name: "probe0",
+			Info: &rtnetlink.LinkInfo{Kind: kind, Data: data},
+		},
+	})
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package privtest_test
+
+import (
+	"testing"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+)
+
+func TestNewNS(t *testing.T) {
+	a := privtest.NewNS(t)
+	b := privtest.NewNS(t)
+	if a.Path() == b.Path() {
+		t.Fatalf("two namespaces share the path %s", a.Path())
+	}
+	for _, ns := range []interface {
+		IsOwn() (bool, error)
+	}{a, b} {
+		if own, err := ns.IsOwn(); err != nil || own {
+			t.Errorf("test netns is the process's own (%v)", err)
+		}
+	}
+	if same, err := a.SameAs(b); err != nil || same {
+		t.Errorf("two test namespaces are the same (%v)", err)
+	}
+	h, err := netlinkx.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links, err := h.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(links) != 1 || links[0].Name != "lo" || links[0].Up {
+		t.Errorf("links = %+v, want only lo, down", links)
+	}
+}
+
+func TestRequireLinkKind(t *testing.T) {
+	privtest.Require(t)
+	t.Setenv("NFTCNI_REQUIRE_KIND_ALL", "")
+	tests := []struct {
+		kind    string
+		skipped bool
+	}{
+		{"veth", false},
+		{"bridge", false},
+		{"nftcni-no-such-kind", true},
+	}
+	for _, tt := range tests {
+		var skipped bool
+		t.Run(tt.kind, func(t *testing.T) {
+			defer func() { skipped = t.Skipped() }()
+			privtest.RequireLinkKind(t, tt.kind)
+		})
+		if skipped != tt.skipped {
+			t.Errorf("%s: skipped = %v, want %v", tt.kind, skipped, tt.skipped)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package netlinkx
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nftcni/nftcni/netns"
+)
+
+// sysctlPath turns a sysctl name into its file under /proc/sys. Names are
+// slash form (net/ipv6/conf/eth0/accept_ra), so interface names containing
+// dots are safe. A name with a dot before its first slash is dotted form
+// (net.ipv4.ip_forward): dots and slashes are swapped, as sysctl(8) and the
+// reference do (net.ipv4.conf.eth0/100.rp_filter is eth0.100's). Names that
+// could leave /proc/sys are refused.
+func sysctlPath(orig string) (string, error) {
+	name := orig
+	dot := strings.IndexByte(name, '.')
+	slash := strings.IndexByte(name, '/')
+	if dot >= 0 && (slash < 0 || dot < slash) {
+		name = strings.Map(func(r rune) rune {
+			switch r {
+			case '.':
+				return '/'
+			case '/':
+				return '.'
+			}
+			return r
+		}, name)
+	}
+	if name == "" || strings.HasPrefix(name, "/") {
+		return "", fmt.Errorf("invalid sysctl name %q", orig)
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == "" || c == "." || c == ".." || strings.ContainsRune(c, 0) {
+			return "", fmt.Errorf("invalid sysctl name %q", orig)
+		}
+	}
+	return "/proc/sys/" + name, nil
+}
+
+// inNS runs fn inside ns, or directly when ns is nil. The kernel resolves
+// /proc/sys/net by the namespace of the thread that opens the file.
+func inNS(ns *netns.NS, fn func() error) error {
+	if ns == nil {
+		return fn()
+	}
+	return ns.Do(fn)
+}
+
+// Sysctl reads a sysctl inside ns (nil: the calling thread's namespace) and
+// returns its value without surrounding whitespace. File errors are
+// returned as os reports them (`open /proc/sys/...: no such file or
+// directory`), which is the text the reference shows.
+func Sysctl(ns *netns.NS, name string) (string, error) {
+	path, err := sysctlPath(name)
+	if err != nil {
+		return "", err
+	}
+	var val string
+	err = inNS(ns, func() error {
+		b, err := os.ReadFile(path)
+		val = strings.TrimSpace(string(b))
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return val, nil
+}
+
+// SetSysctl writes value (no newline added) to a sysctl inside ns (nil: the
+// calling thread's namespace). The file is opened for writing only, never
+// created, so a missing sysctl fails with ENOENT.
+func SetSysctl(ns *netns.NS, name, value string) error {
+	path, err := sysctlPath(name)
+	if err != nil {
+		return err
+	}
+	return inNS(ns, func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(value); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
