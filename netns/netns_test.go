@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -209,5 +212,25 @@ func TestRemoveKeepsOpenNS(t *testing.T) {
 	// The open fd still holds the namespace.
 	if err := ns.Do(func() error { return nil }); err != nil {
 		t.Errorf("Do after Remove: %v", err)
+	}
+}
+
+func TestStartIn(t *testing.T) {
+	ns := privtest.NewNS(t)
+	cmd := exec.Command("/bin/sh", "-c", "readlink /proc/self/ns/net")
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := netns.StartIn(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(ns.Fd(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), "net:["+strconv.FormatUint(st.Ino, 10)+"]"; got != want {
+		t.Errorf("child runs in %q, want the test namespace %q", got, want)
 	}
 }
