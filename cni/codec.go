@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 )
@@ -325,25 +326,34 @@ func Convert(r *Result, to string) (*Result, error) {
 	return out, nil
 }
 
-// ParsePrefix parses CIDR text keeping the host bits, with the reference's
-// error text. IPv4-mapped IPv6 addresses become plain IPv4.
+// ParsePrefix parses CIDR text keeping the host bits. It accepts exactly
+// what the reference's net.ParseCIDR-based decoding accepts (a leading zero
+// in the length, IPv4-mapped forms) with its error text; IPv4-mapped
+// addresses become plain IPv4, as the reference prints them.
 func ParsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil || p.Addr().Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("invalid CIDR address: %s", s)
+	ip, nw, err := net.ParseCIDR(s)
+	if err != nil {
+		return netip.Prefix{}, err
 	}
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	ones, size := nw.Mask.Size()
+	a, _ := netip.AddrFromSlice(ip.To16())
+	if a.Is4In6() {
+		a = a.Unmap()
+		if size == 128 {
+			ones = max(ones-96, 0)
+		}
 	}
-	return p, nil
+	return netip.PrefixFrom(a, ones), nil
 }
 
-// ParseAddr parses an IP address with the reference's error text.
+// ParseAddr parses an IP address as net.ParseIP does, with the reference's
+// error text; IPv4-mapped addresses become plain IPv4.
 func ParseAddr(s string) (netip.Addr, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
+	ip := net.ParseIP(s)
+	if ip == nil {
 		return netip.Addr{}, fmt.Errorf("invalid IP address: %s", s)
 	}
+	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap(), nil
 }
 

@@ -1,0 +1,244 @@
+package hostlocal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/nftcni/nftcni/cni"
+)
+
+// defaultDataDir is the reference's store root.
+const defaultDataDir = "/var/lib/cni/networks"
+
+// Config is a decoded, validated host-local configuration
+// (contract/ipam.md §1.1–§1.4).
+type Config struct {
+	Name       string // network name: the store directory
+	CNIVersion string
+	DataDir    string // "" means defaultDataDir
+	ResolvConf string
+	Routes     []*cni.Route
+	// Ranges is the assembled list: runtimeConfig.ipRanges, then the
+	// legacy single range, then ipam.ranges. Its indexes key the
+	// last_reserved_ip.<i> files.
+	Ranges []RangeSet
+	// Requested holds the addresses asked for through CNI_ARGS IP,
+	// args.cni.ips and runtimeConfig.ips: combined, canonical, unique.
+	Requested []netip.Addr
+}
+
+// Wire shapes. Field names and Go types follow the reference's structs so
+// that encoding/json accepts and rejects the same documents (keys match
+// case-insensitively, the last duplicate wins, unknown keys are ignored).
+
+type wireNet struct {
+	Name          string    `json:"name"`
+	CNIVersion    string    `json:"cniVersion"`
+	IPAM          *wireIPAM `json:"ipam"`
+	RuntimeConfig struct {
+		IPRanges []wireRangeSet `json:"ipRanges,omitempty"`
+		IPs      []*reqIP       `json:"ips,omitempty"`
+	} `json:"runtimeConfig,omitempty"`
+	Args *struct {
+		A *struct {
+			IPs []*reqIP `json:"ips"`
+		} `json:"cni"`
+	} `json:"args"`
+}
+
+// wireIPAM flattens the reference's embedded *Range (the legacy single
+// range) into its own fields; the legacy range exists only if subnet does.
+type wireIPAM struct {
+	RangeStart net.IP         `json:"rangeStart,omitempty"`
+	RangeEnd   net.IP         `json:"rangeEnd,omitempty"`
+	Subnet     ipNet          `json:"subnet"`
+	Gateway    net.IP         `json:"gateway,omitempty"`
+	Name       string         // untagged in the reference too: "name" must be a string
+	Type       string         `json:"type"`
+	Routes     []*wireRoute   `json:"routes"`
+	DataDir    string         `json:"dataDir"`
+	ResolvConf string         `json:"resolvConf"`
+	Ranges     []wireRangeSet `json:"ranges"`
+}
+
+type wireRangeSet []wireRange
+
+type wireRange struct {
+	RangeStart net.IP `json:"rangeStart,omitempty"`
+	RangeEnd   net.IP `json:"rangeEnd,omitempty"`
+	Subnet     ipNet  `json:"subnet"`
+	Gateway    net.IP `json:"gateway,omitempty"`
+}
+
+// LoadConfig decodes and validates stdin and CNI_ARGS exactly as the
+// reference's LoadIPAMConfig does, in its order: JSON decoding, the ipam
+// key, CNI_ARGS, requested addresses, range assembly, per-set validation,
+// the pre-0.3.0 family limit, cross-set overlap.
+func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
+	var n wireNet
+	if err := json.Unmarshal(stdin, &n); err != nil {
+		return nil, err
+	}
+	if n.IPAM == nil {
+		return nil, errors.New("IPAM config missing 'ipam' key")
+	}
+	c := &Config{
+		Name:       n.Name,
+		CNIVersion: n.CNIVersion,
+		DataDir:    n.IPAM.DataDir,
+		ResolvConf: n.IPAM.ResolvConf,
+	}
+	for _, r := range n.IPAM.Routes {
+		if r != nil {
+			rt := r.r
+			c.Routes = append(c.Routes, &rt)
+		}
+	}
+
+	var envIP netip.Addr
+	if err := cni.LoadArgs(envArgs, cni.ArgField{Name: "IP", Set: func(v string) error {
+		a, ok := parseRequested(v)
+		if !ok {
+			return fmt.Errorf("invalid IP address %s", v)
+		}
+		envIP = a
+		return nil
+	}}); err != nil {
+		return nil, err
+	}
+	var req []*reqIP
+	if envIP.IsValid() {
+		req = append(req, &reqIP{envIP})
+	}
+	if n.Args != nil && n.Args.A != nil {
+		req = append(req, n.Args.A.IPs...)
+	}
+	req = append(req, n.RuntimeConfig.IPs...)
+	seen := map[netip.Addr]bool{}
+	for _, r := range req {
+		if r == nil {
+			// The reference dereferences a JSON null here and crashes;
+			// refusing the entry keeps the "this fails" outcome.
+			return nil, errors.New("invalid IP address null")
+		}
+		if !seen[r.addr] {
+			seen[r.addr] = true
+			c.Requested = append(c.Requested, r.addr)
+		}
+	}
+
+	var sets []wireRangeSet
+	sets = append(sets, n.RuntimeConfig.IPRanges...)
+	if n.IPAM.Subnet.set {
+		sets = append(sets, wireRangeSet{{
+			RangeStart: n.IPAM.RangeStart,
+			RangeEnd:   n.IPAM.RangeEnd,
+			Subnet:     n.IPAM.Subnet,
+			Gateway:    n.IPAM.Gateway,
+		}})
+	}
+	sets = append(sets, n.IPAM.Ranges...)
+	if len(sets) == 0 {
+		return nil, errors.New("no IP ranges specified")
+	}
+
+	numV4, numV6 := 0, 0
+	for i, ws := range sets {
+		rs, err := ws.canonicalize()
+		if err != nil {
+			return nil, fmt.Errorf("invalid range set %d: %w", i, err)
+		}
+		if rs[0].RangeStart.Is4() {
+			numV4++
+		} else {
+			numV6++
+		}
+		c.Ranges = append(c.Ranges, rs)
+	}
+	if numV4 > 1 || numV6 > 1 {
+		if ok, err := cni.GreaterThanOrEqual(n.CNIVersion, "0.3.0"); err != nil || !ok {
+			return nil, fmt.Errorf("CNI version %v does not support more than 1 address per family", n.CNIVersion)
+		}
+	}
+	for i := range c.Ranges {
+		for j := i + 1; j < len(c.Ranges); j++ {
+			if c.Ranges[i].overlaps(c.Ranges[j]) {
+				return nil, fmt.Errorf("range set %d overlaps with %d", i, j)
+			}
+		}
+	}
+	return c, nil
+}
+
+// canonicalize validates one range set and fills in defaults. Each range is
+// checked, then its family compared with the first one, in list order; the
+// pairwise overlap check comes last.
+func (ws wireRangeSet) canonicalize() (RangeSet, error) {
+	if len(ws) == 0 {
+		return nil, errors.New("empty range set")
+	}
+	rs := make(RangeSet, 0, len(ws))
+	for i, w := range ws {
+		r, err := w.canonicalize()
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && r.RangeStart.Is4() != rs[0].RangeStart.Is4() {
+			return nil, errors.New("mixed address families")
+		}
+		rs = append(rs, r)
+	}
+	for i := range rs {
+		for j := i + 1; j < len(rs); j++ {
+			if rs[i].overlaps(&rs[j]) {
+				return nil, fmt.Errorf("subnets %s and %s overlap", rs[i].String(), rs[j].String())
+			}
+		}
+	}
+	return rs, nil
+}
+
+// canonicalize is the reference's Range.Canonicalize, check for check.
+func (w wireRange) canonicalize() (Range, error) {
+	if !w.Subnet.set {
+		return Range{}, errors.New("IP <nil> not v4 nor v6")
+	}
+	sn := w.Subnet
+	if sn.bits > sn.maskBits-2 {
+		return Range{}, fmt.Errorf("Network %s too small to allocate from", sn.prefix())
+	}
+	ip := sn.addr.Unmap()
+	if ip.BitLen() != sn.maskBits {
+		return Range{}, errors.New("IPNet IP and Mask version mismatch")
+	}
+	network := netip.PrefixFrom(ip, sn.bits).Masked()
+	if network.Addr() != ip {
+		return Range{}, fmt.Errorf("Network has host bits set. For a subnet mask of length %d the network address is %s", sn.bits, network.Addr())
+	}
+	r := Range{Subnet: network, Gateway: toAddr(w.Gateway)}
+	if !r.Gateway.IsValid() {
+		r.Gateway = ip.Next()
+	}
+	// rangeStart is checked against an explicit rangeEnd only (like the
+	// reference, which has not defaulted the end yet at this point).
+	r.RangeEnd = toAddr(w.RangeEnd)
+	if start := toAddr(w.RangeStart); start.IsValid() {
+		r.RangeStart = start
+		if !r.Contains(start) {
+			return Range{}, fmt.Errorf("RangeStart %s not in network %s", start, network)
+		}
+	} else {
+		r.RangeStart = ip.Next()
+	}
+	if r.RangeEnd.IsValid() {
+		if !r.Contains(r.RangeEnd) {
+			return Range{}, fmt.Errorf("RangeEnd %s not in network %s", r.RangeEnd, network)
+		}
+	} else {
+		r.RangeEnd = lastAddr(network)
+	}
+	return r, nil
+}
