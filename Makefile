@@ -16,7 +16,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean
+.PHONY: all build install test lint cross fuzz fuzz-ci clean bench
 
 all: build
 
@@ -54,3 +54,9 @@ fuzz-ci:
 
 clean:
 	rm -rf bin
+
+# ADD/DEL latency and throughput of plugin chains driven through libcni inside
+# throwaway namespaces (needs root). BASELINE_CNI_PATH=dir compares with another
+# plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING tune it.
+bench:
+	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
