@@ -4,7 +4,9 @@ go 1.26.8
 
 require (
 	github.com/containernetworking/cni v1.3.0
+	github.com/google/nftables v0.3.0
 	github.com/jsimonetti/rtnetlink/v2 v2.0.2
+	github.com/matryer/is v1.4.1
 	github.com/mdlayher/netlink v1.11.2
 	golang.org/x/sys v0.49.0
 )

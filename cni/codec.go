@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 )
 
 // Wire shapes, one per result family (protocol.md §7). Field order is the
@@ -102,36 +101,6 @@ type legIP struct {
 	IP      string     `json:"ip"`
 	Gateway string     `json:"gateway,omitempty"`
 	Routes  []oldRoute `json:"routes,omitempty"`
-}
-
-// anyResult is the union of every family's keys, for decoding. JSON keys
-// match case-insensitively, as with the reference's decoder.
-type anyResult struct {
-	CNIVersion *string `json:"cniVersion"`
-	Interfaces []struct {
-		Name       string `json:"name"`
-		Mac        string `json:"mac"`
-		MTU        int    `json:"mtu"`
-		Sandbox    string `json:"sandbox"`
-		SocketPath string `json:"socketPath"`
-		PciID      string `json:"pciID"`
-	} `json:"interfaces"`
-	IPs []struct {
-		Version   string  `json:"version"`
-		Interface *int    `json:"interface"`
-		Address   string  `json:"address"`
-		Gateway   *string `json:"gateway"`
-	} `json:"ips"`
-	Routes []oldRoute `json:"routes"`
-	DNS    oldDNS     `json:"dns"`
-	IP4    *legInIP   `json:"ip4"`
-	IP6    *legInIP   `json:"ip6"`
-}
-
-type legInIP struct {
-	IP      string     `json:"ip"`
-	Gateway *string    `json:"gateway"`
-	Routes  []oldRoute `json:"routes"`
 }
 
 // Encode converts r to version and renders it exactly like the reference
@@ -277,7 +246,7 @@ func Convert(r *Result, to string) (*Result, error) {
 	switch target {
 	case FamilyCurrent:
 		for _, ip := range out.IPs {
-			ip.Version = ""
+			ip.Version, ip.versionRead = "", false
 		}
 	case FamilyMiddle:
 		for _, i := range out.Interfaces {
@@ -355,199 +324,4 @@ func ParseAddr(s string) (netip.Addr, error) {
 	}
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap(), nil
-}
-
-func parseOptAddr(s *string) (netip.Addr, error) {
-	if s == nil || *s == "" {
-		return netip.Addr{}, nil
-	}
-	return ParseAddr(*s)
-}
-
-func parseRoutes(in []oldRoute) ([]*Route, error) {
-	var out []*Route
-	for _, r := range in {
-		rt := &Route{MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
-		if r.Dst != "" {
-			p, err := ParsePrefix(r.Dst)
-			if err != nil {
-				return nil, err
-			}
-			rt.Dst = p
-		}
-		if r.GW != "" {
-			a, err := ParseAddr(r.GW)
-			if err != nil {
-				return nil, err
-			}
-			rt.GW = a
-		}
-		out = append(out, rt)
-	}
-	return out, nil
-}
-
-// DecodeResult parses data as a result of the declared version's family
-// (protocol.md §7.4). The cniVersion inside data must belong to that family;
-// when data has none, declared is used for the legacy family only.
-func DecodeResult(data []byte, declared string) (*Result, error) {
-	fam := FamilyOf(declared)
-	if fam == FamilyNone {
-		return nil, fmt.Errorf("unsupported CNI result version %q", declared)
-	}
-	var w anyResult
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, err
-	}
-	inner := ""
-	if w.CNIVersion != nil {
-		inner = *w.CNIVersion
-	}
-	if !contains(fam.versions(), inner) {
-		return nil, fmt.Errorf("result type supports %v but unmarshalled CNIVersion is %q", fam.versions(), inner)
-	}
-	if inner == "" {
-		inner = "0.1.0"
-	}
-	return fromWire(&w, inner, fam)
-}
-
-func fromWire(w *anyResult, version string, fam Family) (*Result, error) {
-	r := &Result{CNIVersion: version, DNS: DNS{Nameservers: w.DNS.Nameservers, Domain: w.DNS.Domain, Search: w.DNS.Search, Options: w.DNS.Options}}
-	if fam == FamilyLegacy {
-		for _, blk := range []struct {
-			ip  *legInIP
-			ver string
-		}{{w.IP4, "4"}, {w.IP6, "6"}} {
-			if blk.ip == nil {
-				continue
-			}
-			p, err := ParsePrefix(blk.ip.IP)
-			if err != nil {
-				return nil, err
-			}
-			gw, err := parseOptAddr(blk.ip.Gateway)
-			if err != nil {
-				return nil, err
-			}
-			r.IPs = append(r.IPs, &IPConfig{Address: p, Gateway: gw, Version: blk.ver})
-			rts, err := parseRoutes(blk.ip.Routes)
-			if err != nil {
-				return nil, err
-			}
-			r.Routes = append(r.Routes, rts...)
-		}
-		return r, nil
-	}
-	for _, i := range w.Interfaces {
-		iface := &Interface{Name: i.Name, Mac: i.Mac, Sandbox: i.Sandbox}
-		if fam == FamilyCurrent {
-			iface.MTU, iface.SocketPath, iface.PciID = i.MTU, i.SocketPath, i.PciID
-		}
-		r.Interfaces = append(r.Interfaces, iface)
-	}
-	for _, ip := range w.IPs {
-		p, err := ParsePrefix(ip.Address)
-		if err != nil {
-			return nil, err
-		}
-		gw, err := parseOptAddr(ip.Gateway)
-		if err != nil {
-			return nil, err
-		}
-		c := &IPConfig{Interface: ip.Interface, Address: p, Gateway: gw}
-		if fam == FamilyMiddle {
-			c.Version = ip.Version
-		}
-		r.IPs = append(r.IPs, c)
-	}
-	rts, err := parseRoutes(w.Routes)
-	if err != nil {
-		return nil, err
-	}
-	r.Routes = rts
-	return r, nil
-}
-
-// DecodeResultAuto parses a result whose version is taken from its own
-// cniVersion key (absent means 0.1.0), like the runtime's cache reader.
-func DecodeResultAuto(data []byte) (*Result, error) {
-	var probe struct {
-		CNIVersion string `json:"cniVersion"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, err
-	}
-	return DecodeResult(data, probe.CNIVersion)
-}
-
-// DecodeDelegateResult parses what a delegated plugin printed on success
-// (protocol.md §14.3): its own cniVersion when it has one, else confVersion.
-func DecodeDelegateResult(data []byte, confVersion string) (*Result, error) {
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("failed to unmarshal raw result: %w", err)
-	}
-	var ver string
-	for k, v := range probe {
-		if strings.EqualFold(k, "cniVersion") {
-			_ = json.Unmarshal(v, &ver)
-		}
-	}
-	if ver == "" {
-		ver = confVersion
-		data = injectVersion(probe, confVersion)
-	}
-	r, err := DecodeResult(data, ver)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func injectVersion(m map[string]json.RawMessage, v string) []byte {
-	if m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	for k := range m {
-		if strings.EqualFold(k, "cniVersion") {
-			delete(m, k)
-		}
-	}
-	b, _ := json.Marshal(v)
-	m["cniVersion"] = b
-	out, _ := json.Marshal(m)
-	return out
-}
-
-// ParsePrevResult decodes a config's prevResult per protocol.md §6.4: nil
-// when absent or null; parsed with the config version's family, the
-// prevResult's own cniVersion winning over the config's.
-func ParsePrevResult(raw json.RawMessage, confVersion string) (*Result, error) {
-	if len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return nil, nil
-	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, fmt.Errorf("could not parse prevResult: %w", err)
-	}
-	hasVersion := false
-	for k := range probe {
-		if strings.EqualFold(k, "cniVersion") {
-			hasVersion = true
-		}
-	}
-	data := []byte(raw)
-	if !hasVersion {
-		data = injectVersion(probe, confVersion)
-	}
-	declared := confVersion
-	if FamilyOf(declared) == FamilyNone {
-		return nil, fmt.Errorf("could not parse prevResult: unsupported CNI result version %q", declared)
-	}
-	r, err := DecodeResult(data, declared)
-	if err != nil {
-		return nil, fmt.Errorf("could not parse prevResult: %w", err)
-	}
-	return r, nil
 }

@@ -74,26 +74,3 @@ func DecodeNetConf(data []byte, prefix string) (*NetConf, error) {
 	}
 	return &c, nil
 }
-
-// UnmarshalJSON decodes a route as config files and results spell it, with
-// the reference's error texts for bad dst/gw. Like the reference, a missing
-// dst is tolerated but an empty or null one is an invalid CIDR.
-func (r *Route) UnmarshalJSON(b []byte) error {
-	var w oldRoute
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	var raw struct {
-		Dst json.RawMessage `json:"dst"`
-	}
-	_ = json.Unmarshal(b, &raw)
-	if raw.Dst != nil && w.Dst == "" {
-		return fmt.Errorf("invalid CIDR address: ")
-	}
-	rts, err := parseRoutes([]oldRoute{w})
-	if err != nil {
-		return err
-	}
-	*r = *rts[0]
-	return nil
-}

@@ -36,10 +36,14 @@ type IPConfig struct {
 	// Address keeps the host bits: 10.1.0.5/24.
 	Address netip.Prefix
 	Gateway netip.Addr
-	// Version is the "version" key of a 0.3.x/0.4.0 result as it was read
-	// ("4"/"6", not validated); empty otherwise. Encoding to that family
-	// derives it from Address when empty.
+	// Version is the "version" key of a 0.x result as it was read ("4"/"6",
+	// not validated, possibly empty). For results we build it is empty and
+	// derived from Address when a 0.x version is printed.
 	Version string
+	// versionRead records that Version came from a decoded 0.x result, so
+	// an empty one stays empty (the reference prints "version": "" and
+	// skips such an entry when converting to 0.1.0/0.2.0).
+	versionRead bool
 }
 
 // Route is one route; Table and Scope are pointers because an explicit 0
@@ -111,7 +115,7 @@ func (d DNS) clone() DNS {
 
 // ipVersion is the "version" a 0.3.x/0.4.0 result carries for ip.
 func (ip *IPConfig) ipVersion() string {
-	if ip.Version != "" {
+	if ip.Version != "" || ip.versionRead {
 		return ip.Version
 	}
 	if ip.Address.Addr().Unmap().Is4() {

@@ -1,7 +1,3 @@
-// Package nft is nftcni's nftables layer over google/nftables: our own
-// tables (all named nftcni_*), owner-tagged elements and rules, one netlink
-// batch per operation. Sub-packages hold the per-feature data models
-// (masq, macspoof, later portmap and firewall).
 package nft
 
 import (

@@ -1,25 +1,221 @@
-// Package macspoof: the bridge plugin's macspoofchk filter. API fixed;
-// implementation in progress.
+// Package macspoof is the bridge plugin's macspoofchk filter
+// (contract/main-plugins.md §1.7): frames a container sends into the bridge
+// must carry the container's own source MAC, anything else is dropped.
+//
+// # Data model
+//
+//	table bridge nftcni_macspoof {
+//		set guarded {
+//			type ifname
+//			elements = { "veth1a2b3c4d" comment "<owner tag>" }
+//		}
+//		set allowed {
+//			type ifname . ether_addr
+//			elements = { "veth1a2b3c4d" . 02:42:0a:16:00:05 comment "<owner tag>" }
+//		}
+//		chain prerouting {
+//			type filter hook prerouting priority -300; policy accept;
+//			iifname . ether saddr @allowed accept comment "nftcni macspoof v1: own MAC"
+//			iifname @guarded drop comment "nftcni macspoof v1: spoofed MAC"
+//		}
+//	}
+//
+// A frame entering the bridge from a guarded port (the container's host
+// veth) passes only when (port . source MAC) is the pair registered for it.
+// The reference installs a jump rule per container in the shared PREROUTING
+// chain plus two chains per container, so every frame on the bridge walks
+// a rule per guarded container; here it is two set lookups however many
+// there are. Frames from unguarded ports (uplinks, containers without
+// macspoofchk) match neither set and are accepted by the policy, exactly as
+// before.
+//
+// The state is the two sets' elements, each carrying the owner tag
+// (nft.Owner.Tag): Teardown removes the owner's, GC the network's stale
+// ones; the table, chain and rules are static, recognised by their
+// comments, and never deleted. Like the reference (priority -300, `dstnat`
+// in the bridge family), the chain runs before any other bridge filter.
+//
+// Interface names are recycled: a Setup for a port takes over the elements
+// for that port name whoever owned them, so an element left behind by a
+// missed DEL cannot lock out the next container given the same veth name.
+// The same stale element can still drop traffic of a container attached
+// without macspoofchk on a recycled name until GC (or a DEL) runs — as with
+// the reference.
 package macspoof
 
 import (
-	"errors"
+	"fmt"
 	"net"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 )
 
-var errTODO = errors.New("macspoof: not implemented yet")
+// Names of our objects; the table name must keep the nft.TablePrefix.
+const (
+	TableName = "nftcni_macspoof"
+	ChainName = "prerouting"
+)
+
+var (
+	table = &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName}
+
+	chain = &nftables.Chain{
+		Table:    table,
+		Name:     ChainName,
+		Type:     nftables.ChainTypeFilter,
+		Hooknum:  nftables.ChainHookPrerouting,
+		Priority: nftables.ChainPriorityRef(-300),
+		Policy:   ptr(nftables.ChainPolicyAccept),
+	}
+
+	guarded = &nftables.Set{Table: table, Name: "guarded", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
+	// A plain hash set: NFT_SET_CONCAT (and the per-field description
+	// that comes with it) is for interval sets, as nft sends it.
+	allowed = &nftables.Set{
+		Table: table, Name: "allowed",
+		KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeEtherAddr),
+	}
+
+	sets = []*nftables.Set{guarded, allowed}
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// open is replaced by golden tests with a fake nf_tables.
+var open = nft.Open
+
+// ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
+// padded with NULs.
+const ifnameLen = 16
 
 // Setup drops frames entering the bridge from hostIf (the host veth) whose
-// source MAC is not mac, owned by owner, in ns (nil: own namespace).
+// source MAC is not mac, owned by owner, in ns (nil: own namespace). It is
+// idempotent; a Setup of the same owner replaces its previous port and MAC.
 func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) error {
-	return errTODO
+	what := fmt.Sprintf("adding MAC spoof check for %s on %s", mac, hostIf)
+	if hostIf == "" || len(hostIf) >= ifnameLen {
+		return fmt.Errorf("%s: invalid interface name %q", what, hostIf)
+	}
+	if len(mac) != 6 {
+		return fmt.Errorf("%s: not an Ethernet address: %q", what, mac.String())
+	}
+	tag := owner.Tag()
+	port := ifnameKey(hostIf)
+	want := map[*nftables.Set][]nft.Element{
+		guarded: {{Key: port, Comment: tag}},
+		allowed: {{Key: concat(port, mac, []byte{0, 0}), Comment: tag}},
+	}
+	c, err := open(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	err = c.Update(func(tx *nft.Tx) error {
+		b := tx.Batch()
+		b.AddTable(table)
+		b.AddChain(chain)
+		for _, s := range sets {
+			b.AddSet(s)
+		}
+		if err := tx.EnsureRules(chain, rules()); err != nil {
+			return err
+		}
+		for _, s := range sets {
+			cur, err := tx.Elements(s)
+			if err != nil {
+				return err
+			}
+			b.ReplaceElements(s, cur, want[s], func(e nft.Element) bool {
+				// Ours from before, or anyone's for this port (the first
+				// 16 bytes of both sets' keys are the port name).
+				return owner.OwnedBy(e.Comment) || len(e.Key) >= ifnameLen && string(e.Key[:ifnameLen]) == string(port)
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
-// Teardown removes everything owner added. Nothing to remove is success.
-func Teardown(ns *netns.NS, owner nft.Owner) error { return errTODO }
+// Teardown removes everything owner added. Nothing to remove is success,
+// and then nothing is written (no table is created).
+func Teardown(ns *netns.NS, owner nft.Owner) error {
+	what := fmt.Sprintf("removing MAC spoof check of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network)
+	c, err := open(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	if _, err := c.RemoveElements(table, sets, owner.OwnedBy); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
 
 // GC removes everything of network not owned by one of valid.
-func GC(ns *netns.NS, network string, valid []nft.Owner) error { return errTODO }
+func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+	what := fmt.Sprintf("collecting stale MAC spoof checks of network %s", network)
+	c, err := open(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	_, err = c.RemoveElements(table, sets, func(comment string) bool { return nft.Stale(comment, network, valid) })
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func ifnameKey(name string) []byte {
+	k := make([]byte, ifnameLen)
+	copy(k, name)
+	return k
+}
+
+func concat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// Registers as nft numbers them: the 16-byte interface name fills register
+// 1, so the MAC of the concatenation goes to register 2.
+const (
+	reg1 = 1
+	reg2 = 2
+)
+
+func rules() []nft.StaticRule {
+	iifname := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1}
+	return []nft.StaticRule{
+		{
+			// iifname . ether saddr @allowed accept
+			Comment: "nftcni macspoof v1: own MAC",
+			Exprs: []expr.Any{
+				iifname,
+				&expr.Payload{DestRegister: reg2, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+				&expr.Lookup{SourceRegister: reg1, SetName: allowed.Name},
+				&expr.Verdict{Kind: expr.VerdictAccept},
+			},
+		},
+		{
+			// iifname @guarded drop
+			Comment: "nftcni macspoof v1: spoofed MAC",
+			Exprs: []expr.Any{
+				iifname,
+				&expr.Lookup{SourceRegister: reg1, SetName: guarded.Name},
+				&expr.Verdict{Kind: expr.VerdictDrop},
+			},
+		},
+	}
+}

@@ -1,0 +1,259 @@
+package nft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/netns"
+)
+
+// Conn is a NETLINK_NETFILTER socket living in one network namespace, used
+// for one operation (an ADD, DEL or GC): its reads, its generation checks
+// and its single batch all go over the same socket. Not safe for concurrent
+// use.
+//
+// Why not google/nftables' own Conn for the whole job: v0.3.0 has no way to
+// read the ruleset generation (NFT_MSG_GETGEN) nor to send a batch guarded
+// by it (NFNL_BATCH_GENID in the batch-begin message), its Flush waits for
+// one ack per message and so hangs when the kernel refuses the batch as a
+// whole (a generation mismatch gets a single ERESTART), and its dump
+// helpers lose the errno (%v wrapping), so "no such table" cannot be told
+// from a real failure. We therefore keep google/nftables for what it does
+// well — encoding tables, chains, sets, elements and rule expressions, see
+// Batch — and do the transport here with mdlayher/netlink, which it uses
+// underneath anyway.
+type Conn struct {
+	nl    *netlink.Conn
+	where string // for error messages: `netns "/var/run/netns/x"`
+}
+
+// Open dials nf_tables inside ns (nil: the calling thread's namespace,
+// which is the process's own unless the caller moved its locked thread).
+// The socket stays in that namespace for its whole life.
+func Open(ns *netns.NS) (*Conn, error) {
+	cfg := &netlink.Config{}
+	where := "current netns"
+	if ns != nil {
+		cfg.NetNS = ns.Fd()
+		where = fmt.Sprintf("netns %q", ns.Path())
+	}
+	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, plain(err))
+	}
+	return &Conn{nl: nl, where: where}, nil
+}
+
+// NewConn wraps an already dialled netlink connection. Tests pass one from
+// nltest.Dial backed by a fake nf_tables (see nft/internal/nfttest).
+func NewConn(nl *netlink.Conn) *Conn { return &Conn{nl: nl, where: "test"} }
+
+// Close closes the socket.
+func (c *Conn) Close() error {
+	if err := c.nl.Close(); err != nil {
+		return fmt.Errorf("closing nftables socket in %s: %w", c.where, plain(err))
+	}
+	return nil
+}
+
+// plain strips mdlayher's *netlink.OpError so that messages read
+// `...: no such file or directory` rather than `netlink receive: ...`,
+// keeping the errno (and the kernel's extended-ack text, if any) for
+// errors.Is.
+func plain(err error) error {
+	var oe *netlink.OpError
+	if errors.As(err, &oe) {
+		if oe.Message != "" {
+			return &kernelError{errno: oe.Err, msg: oe.Message}
+		}
+		return oe.Err
+	}
+	return err
+}
+
+// kernelError is an errno with the kernel's extended-ack explanation.
+type kernelError struct {
+	errno error
+	msg   string
+}
+
+func (e *kernelError) Error() string { return e.errno.Error() + " (" + e.msg + ")" }
+func (e *kernelError) Unwrap() error { return e.errno }
+
+const nftSubsys = unix.NFNL_SUBSYS_NFTABLES << 8
+
+func msgType(t int) netlink.HeaderType { return netlink.HeaderType(nftSubsys | t) }
+
+// nfgenmsg is the 4-byte header every nfnetlink message starts with:
+// family, version (0), resource id (big endian).
+func nfgenmsg(family byte, resID uint16) []byte {
+	return []byte{family, unix.NFNETLINK_V0, byte(resID >> 8), byte(resID)}
+}
+
+// errInterrupted marks a dump the kernel flagged NLM_F_DUMP_INTR: the
+// ruleset changed while it was being read. Update retries it.
+var errInterrupted = errors.New("nftables dump interrupted by a concurrent change")
+
+// request sends one non-batched request and returns its reply: all parts
+// of a dump, or the single answer to a GET. Kernel errors come back as the
+// errno (errors.Is(err, unix.ENOENT) works).
+func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	data := nfgenmsg(family, 0)
+	if len(attrs) > 0 {
+		b, err := netlink.MarshalAttributes(attrs)
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, b...)
+	}
+	msgs, err := c.nl.Execute(netlink.Message{
+		Header: netlink.Header{Type: msgType(typ), Flags: netlink.Request | flags},
+		Data:   data,
+	})
+	if err != nil {
+		return nil, plain(err)
+	}
+	out := msgs[:0]
+	for _, m := range msgs {
+		if m.Header.Flags&netlink.DumpInterrupted != 0 {
+			return nil, errInterrupted
+		}
+		if m.Header.Type == netlink.Done || len(m.Data) < 4 {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// genID reads the ruleset generation id (NFT_MSG_GETGEN). Every committed
+// batch, ours or anyone's, increments it; a batch carrying the id it was
+// planned at (NFNL_BATCH_GENID, Linux ≥ 4.19) is refused with ERESTART if
+// anything was committed in between.
+func (c *Conn) genID() (uint32, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETGEN, unix.AF_UNSPEC, 0, nil)
+	if err != nil {
+		return 0, fmt.Errorf("reading nftables generation: %w", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWGEN) {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return 0, fmt.Errorf("reading nftables generation: %w", err)
+		}
+		ad.ByteOrder = binary.BigEndian
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_GEN_ID {
+				return ad.Uint32(), ad.Err()
+			}
+		}
+	}
+	return 0, errors.New("reading nftables generation: no NFTA_GEN_ID in the reply")
+}
+
+// errGenChanged: the batch was refused because the ruleset changed since
+// it was planned (ERESTART on the batch-begin message).
+var errGenChanged = errors.New("nftables ruleset changed concurrently")
+
+// sendBatch sends msgs framed as one nfnetlink batch and collects the
+// kernel's verdict. With gen != nil the batch-begin message carries
+// NFNL_BATCH_GENID so the kernel refuses it (errGenChanged) unless the
+// ruleset is still at *gen. With checkOnly the batch-end message is left
+// out: the kernel then validates every message and aborts, committing
+// nothing — what `nft --check` does, and how feature probes work.
+//
+// Reading the answer: nfnetlink processes the whole batch synchronously
+// inside sendmsg, so every reply is queued on the socket by the time
+// SendMessages returns. Each message we send asks for an ack, and the
+// kernel answers each one, with errno 0 or the error, whether the batch
+// was committed or aborted — except for batch-level refusals (generation
+// mismatch, no CAP_NET_ADMIN, commit failure), which get a single error.
+// So we read until we have one answer per message or, after an error,
+// until the queue is empty (a short deadline); a generous deadline guards
+// the whole exchange.
+func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	begin := nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
+	if gen != nil {
+		b, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFNL_BATCH_GENID, Data: binary.BigEndian.AppendUint32(nil, *gen)}})
+		if err != nil {
+			return err
+		}
+		begin = append(begin, b...)
+	}
+	out := make([]netlink.Message, 0, len(msgs)+2)
+	out = append(out, netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN), Flags: netlink.Request}, Data: begin})
+	for _, m := range msgs {
+		m.Header.Sequence, m.Header.PID, m.Header.Length = 0, 0, 0
+		m.Header.Flags |= netlink.Acknowledge
+		out = append(out, m)
+	}
+	if !checkOnly {
+		out = append(out, netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_MSG_BATCH_END), Flags: netlink.Request}, Data: nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)})
+	}
+	if _, err := c.nl.SendMessages(out); err != nil {
+		return fmt.Errorf("sending nftables batch: %w", plain(err))
+	}
+	// Deadlines are best effort: only a fake socket lacks them, and a fake
+	// always answers.
+	_ = c.nl.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer func() { _ = c.nl.SetReadDeadline(time.Time{}) }()
+
+	var errs []error
+	for answers := 0; answers < len(msgs); {
+		replies, err := c.nl.Receive()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if len(errs) > 0 {
+					break // no more answers queued: batch-level refusal
+				}
+				return errors.New("no answer from nf_tables to the batch")
+			}
+			var oe *netlink.OpError
+			if !errors.As(err, &oe) || errors.Is(err, unix.ENOBUFS) {
+				return fmt.Errorf("reading nftables batch answer: %w", plain(err))
+			}
+			var errno unix.Errno
+			if errors.As(err, &errno) && errno == unix.ERESTART {
+				return errGenChanged
+			}
+			answers++
+			errs = append(errs, plain(err))
+			_ = c.nl.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			continue
+		}
+		for _, r := range replies {
+			if r.Header.Type == netlink.Error {
+				answers++
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(dedup(errs)...)
+	}
+	return nil
+}
+
+// dedup drops repeated error texts: a failed batch often reports the same
+// cause for several messages.
+func dedup(errs []error) []error {
+	seen := map[string]bool{}
+	out := errs[:0]
+	for _, e := range errs {
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package nft
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+)
+
+func TestCommentNeverPanics(t *testing.T) {
+	for _, tc := range []struct {
+		ud   []byte
+		want string
+	}{
+		{RuleUserData("abc"), "abc"},
+		{append([]byte{1, 2, 9, 9}, RuleUserData("x")...), "x"}, // another TLV first
+		{[]byte{0, 200, 'a'}, ""},                               // length past the end
+		{[]byte{0}, ""},
+		{nil, ""},
+		{[]byte{0, 3, 'a', 'b', 'c'}, "abc"}, // no NUL
+	} {
+		if got := comment(tc.ud); got != tc.want {
+			t.Errorf("comment(%q) = %q, want %q", tc.ud, got, tc.want)
+		}
+	}
+}
+
+var testTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: TablePrefix + "test"}
+
+func openTest(t *testing.T) *Conn {
+	t.Helper()
+	ns := privtest.NewNS(t)
+	c, err := Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// The generation guard: a batch planned at an old generation is refused
+// as a whole, and nothing of it is applied.
+func TestLiveGenerationGuard(t *testing.T) {
+	c := openTest(t)
+	gen, err := c.genID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBatch()
+	b.AddTable(testTable)
+	msgs, err := b.messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sendBatch(msgs, &gen, false); err != nil {
+		t.Fatal(err)
+	}
+	// gen is stale now.
+	b = newBatch()
+	b.AddSet(&nftables.Set{Table: testTable, Name: "s", KeyType: nftables.TypeIPAddr})
+	msgs, _ = b.messages()
+	if err := c.sendBatch(msgs, &gen, false); !errors.Is(err, errGenChanged) {
+		t.Fatalf("stale batch: %v, want errGenChanged", err)
+	}
+	if _, err := c.elements(&nftables.Set{Table: testTable, Name: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := c.genID()
+	if now != gen+1 {
+		t.Errorf("generation %d, want %d: the refused batch must not count", now, gen+1)
+	}
+}
+
+// A failing batch reports the kernel's errno promptly and applies nothing.
+func TestLiveFailingBatch(t *testing.T) {
+	c := openTest(t)
+	s := &nftables.Set{Table: testTable, Name: "s", KeyType: nftables.TypeIPAddr}
+	err := c.Update(func(tx *Tx) error {
+		tx.Batch().AddTable(testTable)
+		tx.Batch().AddSet(s)
+		tx.Batch().DeleteElements(s, []Element{{Key: []byte{10, 0, 0, 1}}})
+		return nil
+	})
+	if !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("Update = %v, want ENOENT", err)
+	}
+	if ok, err := c.TableExists(testTable); err != nil || ok {
+		t.Errorf("table exists after a failed batch: %v %v", ok, err)
+	}
+}
+
+// Probes run check-only batches: the kernel answers, nothing is created.
+func TestLiveProbes(t *testing.T) {
+	ResetProbes()
+	c := openTest(t)
+	start := time.Now()
+	for _, f := range []Feature{ConcatRanges, Destroy} {
+		if err := c.Require(f); err != nil {
+			t.Errorf("%v: %v (this test expects Linux ≥ 6.3)", f, err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("probes took %v", d)
+	}
+	if ok, err := c.TableExists(probeTable); err != nil || ok {
+		t.Errorf("probe left table %s behind: %v %v", probeTable.Name, ok, err)
+	}
+}
+
+func TestLiveReadsOfMissingObjects(t *testing.T) {
+	c := openTest(t)
+	if ok, err := c.TableExists(testTable); err != nil || ok {
+		t.Errorf("TableExists = %v, %v", ok, err)
+	}
+	if els, err := c.Elements(&nftables.Set{Table: testTable, Name: "s"}); err != nil || els != nil {
+		t.Errorf("Elements = %v, %v", els, err)
+	}
+	if rs, err := c.Rules(&nftables.Chain{Table: testTable, Name: "c"}); err != nil || rs != nil {
+		t.Errorf("Rules = %v, %v", rs, err)
+	}
+}

@@ -1,0 +1,54 @@
+// Package nft is nftcni's nftables layer: a small layer over
+// google/nftables that every component holding firewall state goes
+// through. Sub-packages hold the per-feature data models (masq, macspoof,
+// later portmap and firewall); this package holds what they share.
+//
+// # Rules of the house
+//
+//   - Our tables only. Every table we create is named nftcni_* (TablePrefix)
+//     and Batch refuses to add anything to any other table. We never flush
+//     or delete a table, not even ours: base chains and rules are static,
+//     and an empty table costs nothing.
+//   - Static structure, per-container elements. Tables, chains, sets and
+//     rules are fixed by code and re-asserted idempotently by every Setup
+//     (AddTable/AddChain/AddSet without NLM_F_EXCL; Tx.EnsureRules compares
+//     rule comments, which carry a layout version, and rewrites the chain
+//     only when they differ). Per-container state is set elements — O(1)
+//     per packet however many containers there are — each carrying the
+//     owner tag (Owner.Tag) as its comment, stored exactly as nft stores
+//     comments, so `nft list ruleset` shows them.
+//   - Owner tags, never expressions, identify what is whose: DEL deletes
+//     what carries its tag, GC what carries the network's hash but no valid
+//     attachment's (Stale). Elements without a tag of ours are never
+//     deleted by DEL or GC.
+//   - One batch per operation, guarded by the ruleset generation. Conn.Update
+//     reads the generation (NFT_MSG_GETGEN), lets the caller read and plan,
+//     and commits the batch with NFNL_BATCH_GENID: if anyone committed in
+//     between, the kernel refuses it (ERESTART) and the plan is redone on
+//     fresh data. That makes list-then-delete atomic; it is how we delete
+//     "only if still ours", and our emulation of `destroy` (Linux ≥ 6.3).
+//   - Nothing to do, nothing written: Teardown and GC of absent state send
+//     no batch and create no table.
+//
+// # google/nftables v0.3.0 and what we do ourselves
+//
+// google/nftables encodes tables, chains, sets, elements and expressions;
+// Batch records its messages through a capturing test dialer (the only way
+// v0.3.0 hands them out). v0.3.0 has no generation API (neither GetGen nor
+// FlushWithGenID), its Flush hangs when the kernel refuses a batch as a
+// whole (one error instead of one ack per message), it asks the kernel to
+// echo every rule it adds (NLM_F_ECHO), and its dump helpers lose the
+// errno. So Conn does the transport with mdlayher/netlink directly:
+// GETGEN, framing with the generation guard, ack collection, and the few
+// dumps we need (table existence, set elements with key, range end and
+// comment, rule handles with comments), decoding only what we use.
+//
+// # Kernel features
+//
+// The floor is Linux 5.10 (DESIGN §4). Features are probed with
+// check-only batches (no batch-end message: the kernel validates and
+// aborts, like `nft --check`), once per process, and only when a batch
+// failed (Conn.Explain), so the common path costs nothing; a missing
+// feature reads `nftables: <feature> not supported by this kernel (needs
+// Linux ≥ X)` and matches errors.ErrUnsupported.
+package nft

@@ -1,0 +1,171 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Feature is a kernel nf_tables capability we may depend on. nftcni
+// supports Linux ≥ 5.10; features newer than that are probed, and a
+// feature older than that is probed only to explain a failure, so that a
+// user on an unsupported kernel reads which feature is missing instead of
+// a bare EINVAL.
+//
+// Not probed, because every supported kernel has them: element and rule
+// comments (userdata, Linux 4.x), inet-family NAT (5.2), the batch
+// generation guard (4.19).
+type Feature int
+
+const (
+	// ConcatRanges: sets whose keys are concatenations of ranges
+	// (`flags interval` on `ipv4_addr . ipv4_addr`; the pipapo backend).
+	ConcatRanges Feature = iota
+	// Destroy: the `destroy` commands (delete, ignoring absence). We
+	// emulate them as list-then-delete under the generation guard (see
+	// Conn.RemoveElements); the probe lets callers prefer the real thing.
+	Destroy
+	numFeatures
+)
+
+var features = [numFeatures]struct{ name, kernel string }{
+	ConcatRanges: {"concatenated interval sets", "5.6"},
+	Destroy:      {"destroy commands", "6.3"},
+}
+
+func (f Feature) String() string {
+	if f < 0 || f >= numFeatures {
+		return fmt.Sprintf("feature(%d)", int(f))
+	}
+	return features[f].name
+}
+
+// UnsupportedError says the running kernel lacks a feature. It matches
+// errors.ErrUnsupported; Err, when set, is what the kernel answered.
+type UnsupportedError struct {
+	Feature Feature
+	Err     error
+}
+
+func (e *UnsupportedError) Error() string {
+	kernel := "?"
+	if e.Feature >= 0 && e.Feature < numFeatures {
+		kernel = features[e.Feature].kernel
+	}
+	return fmt.Sprintf("nftables: %s not supported by this kernel (needs Linux ≥ %s)", e.Feature, kernel)
+}
+
+// Is makes errors.Is(err, errors.ErrUnsupported) true.
+func (e *UnsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
+// Unwrap returns the kernel's answer to the probe.
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+// probed caches definitive answers per process: the kernel does not change
+// under us, and all namespaces share it. Errors that say nothing about the
+// kernel (EPERM, ENOMEM, timeouts) are not cached.
+var probed struct {
+	sync.Mutex
+	known [numFeatures]bool
+	err   [numFeatures]error // nil: supported
+}
+
+// Require returns nil when the kernel has f, an *UnsupportedError when it
+// does not, and any other error when it could not tell.
+func (c *Conn) Require(f Feature) error {
+	if f < 0 || f >= numFeatures {
+		return fmt.Errorf("nftables: unknown feature %d", int(f))
+	}
+	probed.Lock()
+	defer probed.Unlock()
+	if probed.known[f] {
+		return probed.err[f]
+	}
+	err := c.probe(f)
+	if err != nil && !definitive(err) {
+		return fmt.Errorf("probing nftables for %s: %w", f, err)
+	}
+	if err != nil {
+		err = &UnsupportedError{Feature: f, Err: err}
+	}
+	probed.known[f], probed.err[f] = true, err
+	return err
+}
+
+// definitive reports whether a probe failure means "the kernel refused the
+// feature" rather than "we could not ask".
+func definitive(err error) bool {
+	for _, e := range []error{unix.EPERM, unix.EACCES, unix.ENOMEM, unix.ENOBUFS, os.ErrDeadlineExceeded} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	var errno unix.Errno
+	return errors.As(err, &errno)
+}
+
+// probeTable names the table probes pretend to create. Probe batches are
+// sent without a batch-end message: the kernel validates every message,
+// answers each, and aborts — nothing is ever created.
+var probeTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: TablePrefix + "probe"}
+
+const nftMsgDestroyTable = 0x1a // NFT_MSG_DESTROYTABLE, Linux ≥ 6.3
+
+func (c *Conn) probe(f Feature) error {
+	var msgs []netlink.Message
+	switch f {
+	case ConcatRanges:
+		b := newBatch()
+		s := &nftables.Set{
+			Table:         probeTable,
+			Name:          "probe",
+			KeyType:       nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr),
+			Interval:      true,
+			Concatenation: true,
+		}
+		b.AddTable(probeTable)
+		b.AddSet(s)
+		b.AddElements(s, []Element{{
+			Key:     []byte{10, 0, 0, 0, 10, 0, 0, 1},
+			KeyEnd:  []byte{10, 0, 0, 255, 10, 0, 0, 1},
+			Comment: "probe",
+		}})
+		var err error
+		if msgs, err = b.messages(); err != nil {
+			return err
+		}
+	case Destroy:
+		attrs, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_TABLE_NAME, Data: cstr(probeTable.Name)}})
+		if err != nil {
+			return err
+		}
+		msgs = []netlink.Message{{
+			Header: netlink.Header{Type: msgType(nftMsgDestroyTable), Flags: netlink.Request | netlink.Acknowledge},
+			Data:   append(nfgenmsg(byte(probeTable.Family), 0), attrs...),
+		}}
+	}
+	return c.sendBatch(msgs, nil, true)
+}
+
+// Explain turns err, a failed batch, into an *UnsupportedError when one of
+// fs, the features the batch relied on, turns out to be missing; otherwise
+// it returns err unchanged. Probing only after a failure keeps the common
+// path free of probes: a CNI plugin is a new process every time, so a
+// per-process cache alone would still cost a round trip per ADD.
+func (c *Conn) Explain(err error, fs ...Feature) error {
+	if err == nil || errors.Is(err, unix.EPERM) {
+		return err
+	}
+	for _, f := range fs {
+		var u *UnsupportedError
+		if perr := c.Require(f); errors.As(perr, &u) {
+			return &UnsupportedError{Feature: f, Err: err}
+		}
+	}
+	return err
+}

@@ -1,0 +1,374 @@
+// Package nfttest is a fake nf_tables for golden-bytes tests: it answers
+// the reads nft.Conn makes (generation, table, set elements, rules) from a
+// static State and records every batch it is sent, which tests then
+// compare, message by message, with a golden file annotated with the
+// equivalent `nft` commands.
+//
+// It does not apply batches: a test describes the ruleset a Setup or
+// Teardown starts from and pins what that operation sends.
+package nfttest
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/nft"
+)
+
+// Update makes Golden rewrite the golden files: go test ./nft/... -update
+var Update = flag.Bool("update", false, "rewrite golden files")
+
+// Elem is a set element of the fake ruleset.
+type Elem struct {
+	Key, KeyEnd []byte
+	Comment     string
+}
+
+// State is the ruleset the fake reports. Keys are "<family> <table>" for
+// tables, "<family> <table> <set>" for sets, "<family> <table> <chain>" for
+// chains, family as nft spells it (inet, bridge).
+type State struct {
+	Gen    uint32
+	Tables map[string]bool
+	Sets   map[string][]Elem
+	Chains map[string][]string // rule comments, in order
+}
+
+// Fake is the fake kernel.
+type Fake struct {
+	State   State
+	Batches [][]netlink.Message // as sent, framing included
+	// Interfere simulates another writer: before each of the next
+	// Interfere batches, the generation moves on, so a batch guarded by
+	// the generation it read is refused with ERESTART.
+	Interfere int
+	// Reject, when set, may fail a batch message with an errno (non-zero),
+	// as a kernel lacking a feature would; the batch is then not applied.
+	Reject func(netlink.Message) unix.Errno
+}
+
+// Conn returns an nft.Conn talking to f.
+func (f *Fake) Conn() *nft.Conn { return nft.NewConn(nltest.Dial(f.serve)) }
+
+func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
+	if len(req) == 0 {
+		// Reading with nothing queued: what a real socket with a read
+		// deadline reports.
+		return nil, os.ErrDeadlineExceeded
+	}
+	if req[0].Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) {
+		return f.batch(req)
+	}
+	if len(req) != 1 {
+		return nil, fmt.Errorf("nfttest: %d messages outside a batch", len(req))
+	}
+	m := req[0]
+	fam, attrs, err := decode(m)
+	if err != nil {
+		return nil, err
+	}
+	switch int(m.Header.Type) & 0xff {
+	case unix.NFT_MSG_GETGEN:
+		return []netlink.Message{reply(m, unix.NFT_MSG_NEWGEN, 0, 0,
+			netlink.Attribute{Type: unix.NFTA_GEN_ID, Data: binary.BigEndian.AppendUint32(nil, f.State.Gen)})}, nil
+	case unix.NFT_MSG_GETTABLE:
+		key := fam + " " + attrs[unix.NFTA_TABLE_NAME]
+		if !f.State.Tables[key] {
+			return nltest.Error(int(unix.ENOENT), req)
+		}
+		return []netlink.Message{reply(m, unix.NFT_MSG_NEWTABLE, 0, 0,
+			netlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(attrs[unix.NFTA_TABLE_NAME])})}, nil
+	case unix.NFT_MSG_GETSETELEM:
+		table, set := attrs[unix.NFTA_SET_ELEM_LIST_TABLE], attrs[unix.NFTA_SET_ELEM_LIST_SET]
+		els, ok := f.State.Sets[fam+" "+table+" "+set]
+		if !ok {
+			return nltest.Error(int(unix.ENOENT), req)
+		}
+		var list []netlink.Attribute
+		for _, e := range els {
+			list = append(list, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem(e)})
+		}
+		var out []netlink.Message
+		if len(list) > 0 {
+			out = append(out, reply(m, unix.NFT_MSG_NEWSETELEM, netlink.Multi, familyByte(fam),
+				netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(table)},
+				netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+				netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: must(netlink.MarshalAttributes(list))}))
+		}
+		return append(out, done(m)), nil
+	case unix.NFT_MSG_GETRULE:
+		table, chain := attrs[unix.NFTA_RULE_TABLE], attrs[unix.NFTA_RULE_CHAIN]
+		comments, ok := f.State.Chains[fam+" "+table+" "+chain]
+		if !ok {
+			return nltest.Error(int(unix.ENOENT), req)
+		}
+		var out []netlink.Message
+		for i, c := range comments {
+			out = append(out, reply(m, unix.NFT_MSG_NEWRULE, netlink.Multi, familyByte(fam),
+				netlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(table)},
+				netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(chain)},
+				netlink.Attribute{Type: unix.NFTA_RULE_HANDLE, Data: binary.BigEndian.AppendUint64(nil, uint64(i+2))},
+				netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: nft.RuleUserData(c)}))
+		}
+		return append(out, done(m)), nil
+	}
+	return nil, fmt.Errorf("nfttest: unexpected request type %#x", m.Header.Type)
+}
+
+// batch records a batch and acks each message, or refuses it with ERESTART
+// when it carries a generation other than the current one.
+func (f *Fake) batch(req []netlink.Message) ([]netlink.Message, error) {
+	f.Batches = append(f.Batches, append([]netlink.Message(nil), req...))
+	if f.Interfere > 0 {
+		f.Interfere--
+		f.State.Gen++
+	}
+	if gen, ok := batchGen(req[0]); ok && gen != f.State.Gen {
+		return nltest.Error(int(unix.ERESTART), req[:1])
+	}
+	var acks []netlink.Message
+	failed, complete := false, false
+	for _, m := range req[1:] {
+		if m.Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_END) {
+			complete = true
+			continue
+		}
+		var errno unix.Errno
+		if f.Reject != nil {
+			errno = f.Reject(m)
+		}
+		if errno != 0 {
+			failed = true
+			rej, err := nltest.Error(int(errno), []netlink.Message{m})
+			if err != nil {
+				return nil, err
+			}
+			acks = append(acks, rej...)
+			continue
+		}
+		acks = append(acks, netlink.Message{
+			Header: netlink.Header{Type: netlink.Error, Sequence: m.Header.Sequence, PID: m.Header.PID},
+			Data:   make([]byte, 4),
+		})
+	}
+	if complete && !failed {
+		f.State.Gen++
+	}
+	return acks, nil
+}
+
+func batchGen(m netlink.Message) (uint32, bool) {
+	if len(m.Data) <= 4 {
+		return 0, false
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return 0, false
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFNL_BATCH_GENID {
+			return ad.Uint32(), true
+		}
+	}
+	return 0, false
+}
+
+func decode(m netlink.Message) (family string, attrs map[uint16]string, err error) {
+	if len(m.Data) < 4 {
+		return "", nil, errors.New("nfttest: short message")
+	}
+	attrs = map[uint16]string{}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return "", nil, err
+	}
+	for ad.Next() {
+		attrs[ad.Type()] = strings.TrimRight(string(ad.Bytes()), "\x00")
+	}
+	return familyName(m.Data[0]), attrs, ad.Err()
+}
+
+func familyName(f byte) string {
+	switch f {
+	case unix.NFPROTO_INET:
+		return "inet"
+	case unix.NFPROTO_BRIDGE:
+		return "bridge"
+	case unix.NFPROTO_IPV4:
+		return "ip"
+	case unix.NFPROTO_IPV6:
+		return "ip6"
+	case unix.NFPROTO_NETDEV:
+		return "netdev"
+	case unix.NFPROTO_UNSPEC:
+		return "unspec"
+	}
+	return fmt.Sprint(f)
+}
+
+func familyByte(f string) byte {
+	for b := range byte(13) {
+		if familyName(b) == f {
+			return b
+		}
+	}
+	return 0
+}
+
+func reply(req netlink.Message, typ int, flags netlink.HeaderFlags, family byte, attrs ...netlink.Attribute) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{
+			Type:     netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ),
+			Flags:    flags,
+			Sequence: req.Header.Sequence,
+			PID:      req.Header.PID,
+		},
+		Data: append([]byte{family, 0, 0, 0}, must(netlink.MarshalAttributes(attrs))...),
+	}
+}
+
+func done(req netlink.Message) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi, Sequence: req.Header.Sequence, PID: req.Header.PID},
+		Data:   make([]byte, 4),
+	}
+}
+
+func elem(e Elem) []byte {
+	attrs := []netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: value(e.Key)}}
+	if e.KeyEnd != nil {
+		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | 10, Data: value(e.KeyEnd)})
+	}
+	if e.Comment != "" {
+		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: nft.RuleUserData(e.Comment)})
+	}
+	return must(netlink.MarshalAttributes(attrs))
+}
+
+func value(b []byte) []byte {
+	return must(netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: b}}))
+}
+
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		// Only reachable with attributes over 64 KiB, which no test builds.
+		return nil
+	}
+	return b
+}
+
+// Golden compares batch with the golden file testdata/<name>.golden, or
+// rewrites it with -update. notes gives, for each message between the
+// batch begin and end, the equivalent nft command; they are written into
+// the file above each message's bytes, so a reviewer reads what the bytes
+// mean, and a message added or removed shows up as a count mismatch.
+func Golden(t *testing.T, name string, batch []netlink.Message, notes []string) {
+	t.Helper()
+	got, err := Format(batch, notes)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	path := filepath.Join("testdata", name+".golden")
+	if *Update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s: batch differs from %s (run with -update after checking):\n%s", name, path, diff(string(want), got))
+	}
+}
+
+// Format renders a batch as annotated hex: a header line with the message
+// type and flags, the nft command as a comment, then the payload (after
+// the netlink header) in rows of 16 bytes. Sequence numbers and port ids
+// are left out: they differ from run to run.
+func Format(batch []netlink.Message, notes []string) (string, error) {
+	if len(batch) < 2 || batch[0].Header.Type != netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) ||
+		batch[len(batch)-1].Header.Type != netlink.HeaderType(unix.NFNL_MSG_BATCH_END) {
+		return "", errors.New("not a complete batch")
+	}
+	if len(batch)-2 != len(notes) {
+		return "", fmt.Errorf("batch has %d messages, %d annotations", len(batch)-2, len(notes))
+	}
+	var sb strings.Builder
+	for i, m := range batch {
+		switch {
+		case i == 0:
+			gen, _ := batchGen(m)
+			fmt.Fprintf(&sb, "# batch begin, guarded by generation %d\n", gen)
+		case i == len(batch)-1:
+			sb.WriteString("# batch end\n")
+		default:
+			fmt.Fprintf(&sb, "# %s\n", notes[i-1])
+		}
+		fmt.Fprintf(&sb, "%s flags=%#x\n", typeName(m.Header.Type), uint16(m.Header.Flags))
+		for off := 0; off < len(m.Data); off += 16 {
+			end := min(off+16, len(m.Data))
+			fmt.Fprintf(&sb, "  %04x ", off)
+			for _, c := range m.Data[off:end] {
+				fmt.Fprintf(&sb, " %02x", c)
+			}
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String(), nil
+}
+
+var msgNames = map[int]string{
+	unix.NFT_MSG_NEWTABLE: "NEWTABLE", unix.NFT_MSG_NEWCHAIN: "NEWCHAIN", unix.NFT_MSG_NEWRULE: "NEWRULE",
+	unix.NFT_MSG_DELRULE: "DELRULE", unix.NFT_MSG_NEWSET: "NEWSET", unix.NFT_MSG_NEWSETELEM: "NEWSETELEM",
+	unix.NFT_MSG_DELSETELEM: "DELSETELEM",
+}
+
+func typeName(t netlink.HeaderType) string {
+	switch int(t) {
+	case unix.NFNL_MSG_BATCH_BEGIN:
+		return "BATCH_BEGIN"
+	case unix.NFNL_MSG_BATCH_END:
+		return "BATCH_END"
+	}
+	if n, ok := msgNames[int(t)&0xff]; ok && int(t)>>8 == unix.NFNL_SUBSYS_NFTABLES {
+		return n
+	}
+	return fmt.Sprintf("type(%#x)", uint16(t))
+}
+
+// diff shows the first differing lines.
+func diff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n  want %q\n  got  %q", i+1, a, b)
+		}
+	}
+	return "(identical lines, different bytes)"
+}

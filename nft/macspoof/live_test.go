@@ -1,0 +1,291 @@
+package macspoof
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+)
+
+// render shows an element as nft lists it.
+func render(e nft.Element) string {
+	s := `"` + strings.TrimRight(string(e.Key[:ifnameLen]), "\x00") + `"`
+	if len(e.Key) > ifnameLen {
+		s += " . " + net.HardwareAddr(e.Key[ifnameLen:ifnameLen+6]).String()
+	}
+	if e.Comment != "" {
+		s += ` comment "` + e.Comment + `"`
+	}
+	return s
+}
+
+func state(t *testing.T, ns *netns.NS) map[string][]string {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out := map[string][]string{}
+	for _, s := range sets {
+		els, err := c.Elements(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range els {
+			out[s.Name] = append(out[s.Name], render(e))
+		}
+		slices.Sort(out[s.Name])
+	}
+	return out
+}
+
+func expectState(t *testing.T, ns *netns.NS, want map[string][]string) {
+	t.Helper()
+	got := state(t, ns)
+	for _, s := range sets {
+		slices.Sort(want[s.Name])
+		if !slices.Equal(got[s.Name], want[s.Name]) {
+			t.Errorf("set %s:\n got  %q\n want %q", s.Name, got[s.Name], want[s.Name])
+		}
+	}
+}
+
+func TestLiveSetupTeardownGC(t *testing.T) {
+	ns := privtest.NewNS(t)
+	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	macs := map[string]net.HardwareAddr{}
+	for i, o := range []nft.Owner{a, b, c} {
+		mac := net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}
+		port := fmt.Sprintf("veth%d", i+1)
+		macs[port] = mac
+		for range 2 { // idempotent
+			if err := Setup(ns, o, port, mac); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := map[string][]string{
+		"guarded": {
+			`"veth1" comment "` + a.Tag() + `"`,
+			`"veth2" comment "` + b.Tag() + `"`,
+			`"veth3" comment "` + c.Tag() + `"`,
+		},
+		"allowed": {
+			`"veth1" . 02:00:00:00:00:01 comment "` + a.Tag() + `"`,
+			`"veth2" . 02:00:00:00:00:02 comment "` + b.Tag() + `"`,
+			`"veth3" . 02:00:00:00:00:03 comment "` + c.Tag() + `"`,
+		},
+	}
+	expectState(t, ns, want)
+
+	// Not ours: an untagged element in our set.
+	conn, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Update(func(tx *nft.Tx) error {
+		tx.Batch().AddElements(guarded, []nft.Element{{Key: ifnameKey("uplink")}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want["guarded"] = append(want["guarded"], `"uplink"`)
+
+	// Same owner, new MAC: replaced.
+	if err := Setup(ns, a, "veth1", net.HardwareAddr{2, 0, 0, 0, 0, 0x11}); err != nil {
+		t.Fatal(err)
+	}
+	want["allowed"][0] = `"veth1" . 02:00:00:00:00:11 comment "` + a.Tag() + `"`
+	expectState(t, ns, want)
+
+	for range 2 {
+		if err := Teardown(ns, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range want {
+		want[k] = slices.DeleteFunc(want[k], func(s string) bool { return strings.HasPrefix(s, `"veth2"`) })
+	}
+	expectState(t, ns, want)
+
+	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	expectState(t, ns, map[string][]string{
+		"guarded": {`"uplink"`, `"veth3" comment "` + c.Tag() + `"`},
+		"allowed": {`"veth3" . 02:00:00:00:00:03 comment "` + c.Tag() + `"`},
+	})
+	ok, err := conn.TableExists(table)
+	if err != nil || !ok {
+		t.Errorf("table gone after GC: %v %v", ok, err)
+	}
+}
+
+func TestLiveNothingToRemove(t *testing.T) {
+	ns := privtest.NewNS(t)
+	if err := Teardown(ns, nft.Owner{Network: "n", ContainerID: "c", IfName: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := GC(ns, "n", nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, err := c.TableExists(table); err != nil || ok {
+		t.Errorf("table exists after Teardown/GC of nothing: %v %v", ok, err)
+	}
+}
+
+// Tables that are not ours are never touched, even one named like ours in
+// another family.
+func TestLiveForeignTableUntouched(t *testing.T) {
+	ns := privtest.NewNS(t)
+	o := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := g.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
+	fs := &nftables.Set{Table: ft, Name: "guarded", KeyType: nftables.TypeIFName}
+	if err := g.AddSet(fs, []nftables.SetElement{{Key: ifnameKey("veth1"), Comment: o.Tag()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(ns, o, "veth1", net.HardwareAddr{2, 0, 0, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Teardown(ns, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := GC(ns, "net1", nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if els, err := c.Elements(fs); err != nil || len(els) != 1 {
+		t.Errorf("foreign inet table changed: %v %v", els, err)
+	}
+}
+
+// bridged builds a bridge in host with two ports, vetha and vethb, leading
+// to containers a (10.98.0.2) and b (10.98.0.3).
+func bridged(t *testing.T) (host, a, b *netns.NS, ha *netlinkx.Handle) {
+	t.Helper()
+	host, a, b = privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
+	open := func(ns *netns.NS) *netlinkx.Handle {
+		h, err := netlinkx.Open(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hh := open(host)
+	must(hh.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+	must(hh.SetUp("br0"))
+	for _, c := range []struct {
+		ns   *netns.NS
+		port string
+		addr string
+	}{{a, "vetha", "10.98.0.2/24"}, {b, "vethb", "10.98.0.3/24"}} {
+		must(hh.AddVeth(netlinkx.VethSpec{Name: c.port, PeerName: "eth0", PeerNS: c.ns}))
+		must(hh.SetMaster(c.port, "br0"))
+		must(hh.SetUp(c.port))
+		hc := open(c.ns)
+		if c.ns == a {
+			ha = hc
+		}
+		must(hc.AddAddr("eth0", netip.MustParsePrefix(c.addr), netlinkx.AddrOpts{}))
+		must(hc.SetUp("eth0"))
+		waitOperUp(t, hc, "eth0")
+		waitOperUp(t, hh, c.port)
+	}
+	return host, a, b, ha
+}
+
+func waitOperUp(t *testing.T, h *netlinkx.Handle, name string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.OperState == netlinkx.OperUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("link %s still %s", name, l.OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLiveSpoofedFramesDropped(t *testing.T) {
+	host, a, b, ha := bridged(t)
+	la, err := ha.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	src, dst := netip.MustParseAddr("10.98.0.2"), netip.MustParseAddr("10.98.0.3")
+	const timeout = 700 * time.Millisecond
+	port := uint16(41000)
+	exchange := func() (arrived, echoed bool) {
+		port++
+		seen, echoed := privtest.UDPExchange(t, a, b, netip.AddrPortFrom(src, port), dst, timeout)
+		return seen.Addr() == src, echoed
+	}
+
+	if err := Setup(host, o, "vetha", la.MAC); err != nil {
+		t.Fatal(err)
+	}
+	if arrived, echoed := exchange(); !arrived || !echoed {
+		t.Fatalf("with its own MAC %s: arrived %v, echoed %v; want both", la.MAC, arrived, echoed)
+	}
+
+	spoofed := net.HardwareAddr{0x02, 0xba, 0xd0, 0x00, 0x00, 0x01}
+	if err := ha.SetMAC("eth0", spoofed); err != nil {
+		t.Fatal(err)
+	}
+	if arrived, _ := exchange(); arrived {
+		t.Errorf("with a changed MAC %s: the datagram crossed the bridge", spoofed)
+	}
+
+	if err := Teardown(host, o); err != nil {
+		t.Fatal(err)
+	}
+	// b still maps a's address to the old MAC, so its echo may go astray:
+	// what shows the filter is gone is a's datagram reaching b.
+	if arrived, _ := exchange(); !arrived {
+		t.Errorf("after Teardown: the datagram did not cross the bridge")
+	}
+}

@@ -1,0 +1,251 @@
+package masq
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
+)
+
+// The golden files pin the exact netlink messages of each operation; every
+// message is annotated there with the nft command that sends the same
+// request. Regenerate with `go test ./nft/masq -run Golden -update` and
+// review the diff.
+
+var (
+	sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
+	other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
+)
+
+// useFake points open at a fake nf_tables for the rest of the test.
+func useFake(t *testing.T, f *nfttest.Fake) {
+	t.Helper()
+	old := open
+	open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
+	t.Cleanup(func() { open = old })
+}
+
+// setupNotes are the nft commands equivalent to a first Setup's static part.
+var setupNotes = []string{
+	`nft add table inet nftcni_masq`,
+	`nft add chain inet nftcni_masq postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+	`nft add set inet nftcni_masq masq4 { type ipv4_addr; }`,
+	`nft add set inet nftcni_masq masq6 { type ipv6_addr; }`,
+	`nft add set inet nftcni_masq exempt4 { type ipv4_addr . ipv4_addr; flags interval; }`,
+	`nft add set inet nftcni_masq exempt6 { type ipv6_addr . ipv6_addr; flags interval; }`,
+}
+
+var ruleNotes = []string{
+	`nft add rule inet nftcni_masq postrouting ip daddr 224.0.0.0/4 return comment "nftcni masq v1: multicast"`,
+	`nft add rule inet nftcni_masq postrouting ip6 daddr ff00::/8 return comment "nftcni masq v1: multicast6"`,
+	`nft add rule inet nftcni_masq postrouting ip daddr . ip saddr @exempt4 return comment "nftcni masq v1: own subnet"`,
+	`nft add rule inet nftcni_masq postrouting ip6 daddr . ip6 saddr @exempt6 return comment "nftcni masq v1: own subnet6"`,
+	`nft add rule inet nftcni_masq postrouting ip saddr @masq4 masquerade comment "nftcni masq v1: masquerade"`,
+	`nft add rule inet nftcni_masq postrouting ip6 saddr @masq6 masquerade comment "nftcni masq v1: masquerade6"`,
+}
+
+func ruleComments() []string {
+	var c []string
+	for _, r := range rules() {
+		c = append(c, r.Comment)
+	}
+	return c
+}
+
+func cat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// existing is a ruleset where Setup already ran for sample (10.1.0.5/24)
+// and for other (10.1.0.7/24).
+func existing() nfttest.State {
+	return nfttest.State{
+		Gen:    41,
+		Tables: map[string]bool{"inet nftcni_masq": true},
+		Chains: map[string][]string{"inet nftcni_masq postrouting": ruleComments()},
+		Sets: map[string][]nfttest.Elem{
+			"inet nftcni_masq masq4": {
+				{Key: []byte{10, 1, 0, 5}, Comment: sample.Tag()},
+				{Key: []byte{10, 1, 0, 7}, Comment: other.Tag()},
+			},
+			"inet nftcni_masq masq6": {},
+			"inet nftcni_masq exempt4": {
+				{Key: []byte{10, 1, 0, 0, 10, 1, 0, 5}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 5}, Comment: sample.Tag()},
+				{Key: []byte{10, 1, 0, 0, 10, 1, 0, 7}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 7}, Comment: other.Tag()},
+			},
+			"inet nftcni_masq exempt6": {},
+		},
+	}
+}
+
+func TestGoldenSetupFresh(t *testing.T) {
+	f := &nfttest.Fake{State: nfttest.State{Gen: 7}}
+	useFake(t, f)
+	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
+	if err := Setup(nil, sample, addrs); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh", f.Batches[0], cat(setupNotes, ruleNotes, []string{
+		`nft add element inet nftcni_masq masq4 { 10.1.0.5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_masq masq6 { fd00:1::5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_masq exempt6 { fd00:1::/64 . fd00:1::5 comment "` + tag + `" }`,
+	}))
+}
+
+// Repeating a Setup re-asserts the static objects (no-ops for the kernel)
+// and writes no rule and no element.
+func TestGoldenSetupAgain(t *testing.T) {
+	f := &nfttest.Fake{State: existing()}
+	useFake(t, f)
+	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	nfttest.Golden(t, "setup_again", f.Batches[0], setupNotes)
+}
+
+// A Setup of the same owner with another address replaces its elements,
+// and leaves the other owner's alone.
+func TestGoldenSetupReplace(t *testing.T) {
+	f := &nfttest.Fake{State: existing()}
+	useFake(t, f)
+	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_replace", f.Batches[0], cat(setupNotes, []string{
+		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
+		`nft add element inet nftcni_masq masq4 { 10.1.0.6 comment "` + tag + `" }`,
+		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,
+		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.6 comment "` + tag + `" }`,
+	}))
+}
+
+func TestGoldenTeardown(t *testing.T) {
+	f := &nfttest.Fake{State: existing()}
+	useFake(t, f)
+	if err := Teardown(nil, sample); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	nfttest.Golden(t, "teardown", f.Batches[0], []string{
+		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
+		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,
+	})
+}
+
+// GC with only sample valid removes other's elements.
+func TestGoldenGC(t *testing.T) {
+	f := &nfttest.Fake{State: existing()}
+	useFake(t, f)
+	if err := GC(nil, "mynet", []nft.Owner{sample}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	nfttest.Golden(t, "gc", f.Batches[0], []string{
+		`nft delete element inet nftcni_masq masq4 { 10.1.0.7 }`,
+		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 }`,
+	})
+}
+
+// Nothing to remove: no batch at all, and no table is created.
+func TestTeardownNothingSendsNothing(t *testing.T) {
+	for name, st := range map[string]nfttest.State{
+		"no table":    {Gen: 3},
+		"not present": existing(),
+	} {
+		f := &nfttest.Fake{State: st}
+		useFake(t, f)
+		owner := sample
+		owner.ContainerID = "absent"
+		if err := Teardown(nil, owner); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := GC(nil, "othernet", nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(f.Batches) != 0 {
+			t.Errorf("%s: %d batches sent, want none", name, len(f.Batches))
+		}
+	}
+}
+
+// A concurrent commit between our reads and our batch makes the kernel
+// refuse the batch; Setup reads again and commits at the new generation.
+func TestSetupRetriesOnGenerationChange(t *testing.T) {
+	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
+	useFake(t, f)
+	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 2 {
+		t.Fatalf("%d batches, want 2 (refused, then committed)", len(f.Batches))
+	}
+	if f.State.Gen != 9 {
+		t.Errorf("generation %d after the retry, want 9", f.State.Gen)
+	}
+}
+
+func TestSetupGivesUp(t *testing.T) {
+	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
+	useFake(t, f)
+	err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	if err == nil {
+		t.Fatal("Setup succeeded against a ruleset that always changes")
+	}
+	t.Log(err)
+}
+
+func TestSetupRejectsBadAddress(t *testing.T) {
+	f := &nfttest.Fake{}
+	useFake(t, f)
+	if err := Setup(nil, sample, []netip.Prefix{{}}); err == nil {
+		t.Fatal("invalid prefix accepted")
+	}
+	if len(f.Batches) != 0 {
+		t.Error("batch sent for an invalid address")
+	}
+}
+
+func TestElements(t *testing.T) {
+	want, err := elements(sample, []netip.Prefix{
+		netip.MustParsePrefix("10.1.2.3/16"),
+		netip.MustParsePrefix("::ffff:192.168.7.9/120"), // IPv4-mapped: an IPv4 /24
+		netip.MustParsePrefix("fd00::1:5/112"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := want[exempt4]; len(got) != 2 ||
+		string(got[0].Key) != "\x0a\x01\x00\x00\x0a\x01\x02\x03" || string(got[0].KeyEnd) != "\x0a\x01\xff\xff\x0a\x01\x02\x03" ||
+		string(got[1].Key) != "\xc0\xa8\x07\x00\xc0\xa8\x07\x09" || string(got[1].KeyEnd) != "\xc0\xa8\x07\xff\xc0\xa8\x07\x09" {
+		t.Errorf("exempt4 %x", got)
+	}
+	if got := want[exempt6]; len(got) != 1 || len(got[0].Key) != 32 ||
+		netip.AddrFrom16([16]byte(got[0].KeyEnd[:16])).String() != "fd00::1:ffff" {
+		t.Errorf("exempt6 %x", got)
+	}
+	if got := want[masq4]; len(got) != 2 || got[0].Comment != sample.Tag() {
+		t.Errorf("masq4 %v", got)
+	}
+}

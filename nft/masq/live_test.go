@@ -1,0 +1,434 @@
+package masq
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+)
+
+// Live tests run against the kernel, each in a throwaway namespace, and
+// read the result back through netlink.
+
+func pfx(s ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(s))
+	for i, p := range s {
+		out[i] = netip.MustParsePrefix(p)
+	}
+	return out
+}
+
+// render shows an element as nft would list it, with its comment.
+func render(s *nftables.Set, e nft.Element) string {
+	addr := func(b []byte) string { a, _ := netip.AddrFromSlice(b); return a.String() }
+	var k string
+	switch s {
+	case exempt4, exempt6:
+		h := len(e.Key) / 2
+		k = addr(e.Key[:h]) + "-" + addr(e.KeyEnd[:h]) + " . " + addr(e.Key[h:])
+		if addr(e.Key[h:]) != addr(e.KeyEnd[h:]) {
+			k += "-" + addr(e.KeyEnd[h:])
+		}
+	default:
+		k = addr(e.Key)
+	}
+	if e.Comment != "" {
+		k += ` comment "` + e.Comment + `"`
+	}
+	return k
+}
+
+// state reads all four sets: set name → rendered elements, sorted.
+func state(t *testing.T, ns *netns.NS) map[string][]string {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out := map[string][]string{}
+	for _, s := range sets {
+		els, err := c.Elements(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range els {
+			out[s.Name] = append(out[s.Name], render(s, e))
+		}
+		slices.Sort(out[s.Name])
+	}
+	return out
+}
+
+func tableExists(t *testing.T, ns *netns.NS) bool {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ok, err := c.TableExists(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func expectState(t *testing.T, ns *netns.NS, want map[string][]string) {
+	t.Helper()
+	got := state(t, ns)
+	for _, s := range sets {
+		slices.Sort(want[s.Name])
+		if !slices.Equal(got[s.Name], want[s.Name]) {
+			t.Errorf("set %s:\n got  %q\n want %q", s.Name, got[s.Name], want[s.Name])
+		}
+	}
+}
+
+func TestLiveSetupTeardown(t *testing.T) {
+	ns := privtest.NewNS(t)
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	tag := o.Tag()
+	full := map[string][]string{
+		"masq4":   {`10.99.0.5 comment "` + tag + `"`},
+		"masq6":   {`fd00:99::5 comment "` + tag + `"`},
+		"exempt4": {`10.99.0.0-10.99.0.255 . 10.99.0.5 comment "` + tag + `"`},
+		"exempt6": {`fd00:99::-fd00:99::ffff:ffff:ffff:ffff . fd00:99::5 comment "` + tag + `"`},
+	}
+	for range 2 { // idempotent
+		if err := Setup(ns, o, pfx("10.99.0.5/24", "fd00:99::5/64")); err != nil {
+			t.Fatal(err)
+		}
+		expectState(t, ns, full)
+	}
+
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rs, err := c.Rules(chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comments []string
+	for _, r := range rs {
+		comments = append(comments, r.Comment)
+	}
+	if !slices.Equal(comments, ruleComments()) {
+		t.Errorf("postrouting rules %q, want %q", comments, ruleComments())
+	}
+
+	// The same owner with another address: replaced, not added.
+	if err := Setup(ns, o, pfx("10.99.0.6/16")); err != nil {
+		t.Fatal(err)
+	}
+	expectState(t, ns, map[string][]string{
+		"masq4":   {`10.99.0.6 comment "` + tag + `"`},
+		"exempt4": {`10.99.0.0-10.99.255.255 . 10.99.0.6 comment "` + tag + `"`},
+	})
+
+	for range 2 { // idempotent
+		if err := Teardown(ns, o); err != nil {
+			t.Fatal(err)
+		}
+		expectState(t, ns, nil)
+	}
+	if !tableExists(t, ns) {
+		t.Error("Teardown deleted the table; it must stay")
+	}
+}
+
+// A rule layout from another version (or edited by hand) is replaced as a
+// whole; the elements stay.
+func TestLiveRulesRepaired(t *testing.T) {
+	ns := privtest.NewNS(t)
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	if err := Setup(ns, o, pfx("10.99.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rs, _ := c.Rules(chain)
+	err = c.Update(func(tx *nft.Tx) error {
+		tx.Batch().DeleteRule(chain, rs[2].Handle)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(ns, nft.Owner{Network: "net1", ContainerID: "other", IfName: "eth0"}, pfx("10.99.0.6/24")); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ = c.Rules(chain)
+	if len(rs) != len(rules()) || rs[2].Comment != rules()[2].Comment {
+		t.Errorf("rules not repaired: %+v", rs)
+	}
+	if got := state(t, ns)["masq4"]; len(got) != 2 {
+		t.Errorf("masq4 %q, want both containers", got)
+	}
+}
+
+func TestLiveNothingToRemove(t *testing.T) {
+	ns := privtest.NewNS(t)
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	if err := Teardown(ns, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := GC(ns, "net1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if tableExists(t, ns) {
+		t.Error("Teardown/GC created the table")
+	}
+}
+
+func TestLiveGC(t *testing.T) {
+	ns := privtest.NewNS(t)
+	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	for i, o := range []nft.Owner{a, b, c} {
+		if err := Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not ours: an untagged element in our set, and a table of someone
+	// else's holding an element with b's tag.
+	conn, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	err = conn.Update(func(tx *nft.Tx) error {
+		tx.Batch().AddElements(masq4, []nft.Element{{Key: []byte{192, 0, 2, 9}}})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := addForeign(t, ns, b.Tag())
+
+	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
+		t.Fatal(err)
+	}
+	got := state(t, ns)["masq4"]
+	want := []string{
+		`10.99.0.1 comment "` + a.Tag() + `"`,
+		`10.99.0.3 comment "` + c.Tag() + `"`,
+		`192.0.2.9`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("after GC(net1, [a]): masq4 %q, want %q", got, want)
+	}
+	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	got = state(t, ns)["masq4"]
+	want = want[1:]
+	if !slices.Equal(got, want) {
+		t.Errorf("after GC(net1, []): masq4 %q, want %q", got, want)
+	}
+	if ex := state(t, ns)["exempt4"]; len(ex) != 1 {
+		t.Errorf("exempt4 %q, want only c's", ex)
+	}
+	if els, err := conn.Elements(foreign); err != nil || len(els) != 1 {
+		t.Errorf("foreign table touched: %v %v", els, err)
+	}
+}
+
+// addForeign creates `table inet other` with a set holding one element
+// commented with tag, through google/nftables directly: our Batch refuses
+// tables that are not ours.
+func addForeign(t *testing.T, ns *netns.NS, tag string) *nftables.Set {
+	t.Helper()
+	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := g.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "other"})
+	s := &nftables.Set{Table: tb, Name: "masq4", KeyType: nftables.TypeIPAddr}
+	if err := g.AddSet(s, []nftables.SetElement{{Key: []byte{10, 99, 0, 2}, Comment: tag}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The known limit: one address, one owner — the last Setup takes it over.
+func TestLiveTakeOver(t *testing.T) {
+	ns := privtest.NewNS(t)
+	x := nft.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
+	y := nft.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
+	if err := Setup(ns, x, pfx("10.1.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(ns, y, pfx("10.1.0.5/16")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"masq4":   {`10.1.0.5 comment "` + y.Tag() + `"`},
+		"exempt4": {`10.1.0.0-10.1.255.255 . 10.1.0.5 comment "` + y.Tag() + `"`},
+	}
+	expectState(t, ns, want)
+	if err := Teardown(ns, x); err != nil {
+		t.Fatal(err)
+	}
+	expectState(t, ns, want)
+}
+
+// Concurrent Setups in one namespace all land: the generation guard makes
+// losers re-read and retry instead of failing or overwriting.
+func TestLiveConcurrentSetup(t *testing.T) {
+	ns := privtest.NewNS(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			o := nft.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+			errs <- Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+10)))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := state(t, ns); len(got["masq4"]) != n || len(got["exempt4"]) != n {
+		t.Errorf("after %d concurrent Setups: %q", n, got)
+	}
+}
+
+// topology builds container ⇄ host (router) ⇄ internet, where the internet
+// side has no route back to the container subnet: only masquerade lets
+// replies return.
+func topology(t *testing.T) (container, host, internet *netns.NS) {
+	t.Helper()
+	container, host, internet = privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
+	open := func(ns *netns.NS) *netlinkx.Handle {
+		h, err := netlinkx.Open(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	hc, hh, hi := open(container), open(host), open(internet)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No DAD on the links about to be created (link-local addresses
+	// included): IPv6 works as soon as the links are up.
+	for _, ns := range []*netns.NS{container, host, internet} {
+		must(netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+	}
+	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-c", PeerName: "eth0", PeerNS: container}))
+	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-i", PeerName: "eth0", PeerNS: internet}))
+	noDAD := netlinkx.AddrOpts{NoDAD: true}
+	for _, a := range []struct {
+		h    *netlinkx.Handle
+		link string
+		addr string
+	}{
+		{hc, "eth0", "10.99.0.5/24"}, {hc, "eth0", "fd00:99::5/64"},
+		{hh, "to-c", "10.99.0.1/24"}, {hh, "to-c", "fd00:99::1/64"},
+		{hh, "to-i", "192.0.2.1/24"}, {hh, "to-i", "2001:db8::1/64"},
+		{hi, "eth0", "192.0.2.2/24"}, {hi, "eth0", "2001:db8::2/64"},
+	} {
+		must(a.h.AddAddr(a.link, netip.MustParsePrefix(a.addr), noDAD))
+	}
+	for _, l := range []struct {
+		h    *netlinkx.Handle
+		name string
+	}{{hc, "eth0"}, {hc, "lo"}, {hh, "to-c"}, {hh, "to-i"}, {hi, "eth0"}, {hi, "lo"}} {
+		must(l.h.SetUp(l.name))
+	}
+	waitOperUp(t, hc, "eth0")
+	waitOperUp(t, hh, "to-c")
+	waitOperUp(t, hh, "to-i")
+	waitOperUp(t, hi, "eth0")
+	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("10.99.0.1")}))
+	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
+	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
+	must(netlinkx.SetSysctl(host, "net/ipv6/conf/all/forwarding", "1"))
+	return container, host, internet
+}
+
+func TestLiveMasqueradeTraffic(t *testing.T) {
+	container, host, internet := topology(t)
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	const timeout = 700 * time.Millisecond
+	for _, tc := range []struct {
+		src, router, dst string
+	}{
+		{"10.99.0.5", "192.0.2.1", "192.0.2.2"},
+		{"fd00:99::5", "2001:db8::1", "2001:db8::2"},
+	} {
+		src, router, dst := netip.MustParseAddr(tc.src), netip.MustParseAddr(tc.router), netip.MustParseAddr(tc.dst)
+
+		if err := Setup(host, o, pfx("10.99.0.5/24", "fd00:99::5/64")); err != nil {
+			t.Fatal(err)
+		}
+		seen, echoed := privtest.UDPExchange(t, container, internet, netip.AddrPortFrom(src, 40001), dst, timeout)
+		if seen.Addr() != router || !echoed {
+			t.Errorf("%s → %s with masquerade: server saw %v (want %s), echo back: %v", src, dst, seen, router, echoed)
+		}
+		// Inside the container's own subnet nothing is rewritten.
+		routerIn := netip.MustParseAddr("10.99.0.1")
+		if src.Is6() {
+			routerIn = netip.MustParseAddr("fd00:99::1")
+		}
+		if seen, _ := privtest.UDPExchange(t, container, host, netip.AddrPortFrom(src, 40003), routerIn, timeout); seen.Addr() != src {
+			t.Errorf("%s → %s (own subnet): server saw %v, want the container's address", src, routerIn, seen)
+		}
+
+		if err := Teardown(host, o); err != nil {
+			t.Fatal(err)
+		}
+		// A new source port: a new flow, with no NAT decision cached in conntrack.
+		seen, echoed = privtest.UDPExchange(t, container, internet, netip.AddrPortFrom(src, 40002), dst, timeout)
+		if seen.Addr() != src || echoed {
+			t.Errorf("%s → %s after Teardown: server saw %v (want %s, unmasqueraded), echo back: %v (want none: no route back)", src, dst, seen, src, echoed)
+		}
+	}
+}
+
+// waitOperUp waits for the kernel to report link operationally up: until
+// then (linkwatch runs at most once a second) its queue discards packets.
+func waitOperUp(t *testing.T, h *netlinkx.Handle, name string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.OperState == netlinkx.OperUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("link %s still %s", name, l.OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,202 @@
+package nft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Element is a set element as we write and read it: the key (for a
+// concatenation, the fields each padded to 4 bytes, as the kernel stores
+// them), the range end for interval sets with concatenations, and the
+// comment — for ours, an owner tag.
+type Element struct {
+	Key     []byte
+	KeyEnd  []byte
+	Comment string
+}
+
+// Rule is what we need to know of an existing rule: its handle (to delete
+// it) and its comment (to know whose it is). We never identify rules by
+// their expressions.
+type Rule struct {
+	Handle  uint64
+	Comment string
+}
+
+// NFTA_SET_ELEM_KEY_END (Linux ≥ 5.6) is missing from x/sys/unix.
+const nftaSetElemKeyEnd = 10
+
+func familyName(f nftables.TableFamily) string {
+	switch f {
+	case nftables.TableFamilyINet:
+		return "inet"
+	case nftables.TableFamilyIPv4:
+		return "ip"
+	case nftables.TableFamilyIPv6:
+		return "ip6"
+	case nftables.TableFamilyBridge:
+		return "bridge"
+	case nftables.TableFamilyNetdev:
+		return "netdev"
+	case nftables.TableFamilyARP:
+		return "arp"
+	}
+	return fmt.Sprintf("family(%d)", f)
+}
+
+// tableExists asks for table t by name.
+func (c *Conn) tableExists(t *nftables.Table) (bool, error) {
+	_, err := c.request(unix.NFT_MSG_GETTABLE, byte(t.Family), 0, []netlink.Attribute{
+		{Type: unix.NFTA_TABLE_NAME, Data: cstr(t.Name)},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	}
+	return false, fmt.Errorf("reading table %s %s: %w", familyName(t.Family), t.Name, err)
+}
+
+// elements dumps the elements of set s; a missing table or set reads as
+// empty.
+func (c *Conn) elements(s *nftables.Set) ([]Element, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETSETELEM, byte(s.Table.Family), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(s.Table.Name)},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(s.Name)},
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading elements of set %s %s %s: %w", familyName(s.Table.Family), s.Table.Name, s.Name, err)
+	}
+	var out []Element
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWSETELEM) {
+			continue
+		}
+		els, err := decodeElements(m.Data[4:])
+		if err != nil {
+			return nil, fmt.Errorf("decoding elements of set %s: %w", s.Name, err)
+		}
+		out = append(out, els...)
+	}
+	return out, nil
+}
+
+func decodeElements(b []byte) ([]Element, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []Element
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		ad.Nested(func(list *netlink.AttributeDecoder) error {
+			for list.Next() {
+				if list.Type() != unix.NFTA_LIST_ELEM {
+					continue
+				}
+				var e Element
+				list.Nested(func(el *netlink.AttributeDecoder) error {
+					for el.Next() {
+						switch el.Type() {
+						case unix.NFTA_SET_ELEM_KEY:
+							el.Nested(dataValue(&e.Key))
+						case nftaSetElemKeyEnd:
+							el.Nested(dataValue(&e.KeyEnd))
+						case unix.NFTA_SET_ELEM_USERDATA:
+							e.Comment = comment(el.Bytes())
+						}
+					}
+					return nil
+				})
+				out = append(out, e)
+			}
+			return nil
+		})
+	}
+	return out, ad.Err()
+}
+
+// dataValue reads NFTA_DATA_VALUE out of a nested nft_data attribute.
+func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
+	return func(ad *netlink.AttributeDecoder) error {
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_DATA_VALUE {
+				*dst = ad.Bytes()
+			}
+		}
+		return nil
+	}
+}
+
+// rules dumps the rules of chain ch in order; a missing table or chain
+// reads as empty.
+func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETRULE, byte(ch.Table.Family), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
+		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
+	}
+	var out []Rule
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
+		}
+		ad.ByteOrder = binary.BigEndian
+		var r Rule
+		var table, chain string
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.NFTA_RULE_TABLE:
+				table = ad.String()
+			case unix.NFTA_RULE_CHAIN:
+				chain = ad.String()
+			case unix.NFTA_RULE_HANDLE:
+				r.Handle = ad.Uint64()
+			case unix.NFTA_RULE_USERDATA:
+				r.Comment = comment(ad.Bytes())
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
+		}
+		// Kernels filter the dump by table and chain; check anyway.
+		if table == ch.Table.Name && chain == ch.Name {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+// TableExists reports whether table t exists. For a decision that leads to
+// a write, read inside Update instead.
+func (c *Conn) TableExists(t *nftables.Table) (bool, error) { return c.tableExists(t) }
+
+// Elements reads the elements of s with their comments; a missing table or
+// set reads as empty.
+func (c *Conn) Elements(s *nftables.Set) ([]Element, error) { return c.elements(s) }
+
+// Rules reads the rules of ch in order, with handles and comments; a
+// missing table or chain reads as empty.
+func (c *Conn) Rules(ch *nftables.Chain) ([]Rule, error) { return c.rules(ch) }

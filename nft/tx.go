@@ -1,0 +1,207 @@
+package nft
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Tx is one attempt of an Update: what it reads reflects the ruleset at
+// the generation the attempt started at, and its batch is committed only
+// if the ruleset is still at that generation.
+type Tx struct {
+	c *Conn
+	b *Batch
+}
+
+// Batch is the batch this attempt will commit.
+func (tx *Tx) Batch() *Batch { return tx.b }
+
+// TableExists reports whether table t exists.
+func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableExists(t) }
+
+// Elements reads the elements of s with their comments; a missing set
+// reads as empty.
+func (tx *Tx) Elements(s *nftables.Set) ([]Element, error) { return tx.c.elements(s) }
+
+// Rules reads the rules of ch, in order, with their handles and comments;
+// a missing chain reads as empty.
+func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
+
+// maxAttempts bounds Update's retries. Each retry means another writer
+// committed in between; CNI runtimes run a handful of plugins at once, not
+// hundreds, so a few attempts are plenty.
+const maxAttempts = 8
+
+// Update runs plan, which reads through tx and fills tx.Batch(), and
+// commits the batch guarded by the ruleset generation it started at: if
+// anyone committed anything in between, the kernel refuses the batch as a
+// whole and plan runs again on fresh data. So decisions like "delete this
+// element, it is still ours" are never applied to a ruleset they were not
+// made on. An empty batch writes nothing (and checks that its reads were
+// consistent).
+//
+// Also retried: dumps interrupted by a concurrent change and EBUSY. Any
+// other error, from plan or from the kernel, is returned as is.
+func (c *Conn) Update(plan func(tx *Tx) error) error {
+	var last error
+	for attempt := range maxAttempts {
+		if attempt > 0 {
+			// Back off a little, with jitter, so that racing writers
+			// do not collide again in lock step.
+			time.Sleep(time.Duration(1<<attempt)*time.Millisecond + rand.N(time.Millisecond))
+		}
+		gen, err := c.genID()
+		if err != nil {
+			return err
+		}
+		tx := &Tx{c: c, b: newBatch()}
+		if err := plan(tx); err != nil {
+			if errors.Is(err, errInterrupted) {
+				last = err
+				continue
+			}
+			return err
+		}
+		msgs, err := tx.b.messages()
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			now, err := c.genID()
+			if err != nil {
+				return err
+			}
+			if now == gen {
+				return nil
+			}
+			last = errGenChanged
+			continue
+		}
+		err = c.sendBatch(msgs, &gen, false)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
+			return err
+		}
+		last = err
+	}
+	return fmt.Errorf("giving up after %d attempts: %w", maxAttempts, last)
+}
+
+// StaticRule is a rule whose content is fixed by code. Its comment names
+// it (and its version): Tx.EnsureRules recognises a chain's rules by their
+// comments alone.
+type StaticRule struct {
+	Comment string
+	Exprs   []expr.Any
+}
+
+// EnsureRules makes ch hold exactly rules, in order. If the comments read
+// back already are those of rules, nothing is added to the batch;
+// otherwise (missing, older layout, edited by hand) the chain is flushed
+// and refilled in the same batch. Changing a rule means changing its
+// comment, which is why comments carry a version.
+//
+// The caller adds the chain to the batch first (Batch.AddChain).
+func (tx *Tx) EnsureRules(ch *nftables.Chain, rules []StaticRule) error {
+	cur, err := tx.Rules(ch)
+	if err != nil {
+		return err
+	}
+	if len(cur) == len(rules) {
+		same := true
+		for i := range cur {
+			same = same && cur[i].Comment == rules[i].Comment
+		}
+		if same {
+			return nil
+		}
+	}
+	if len(cur) > 0 {
+		tx.b.FlushChain(ch)
+	}
+	for _, r := range rules {
+		tx.b.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: r.Exprs}, r.Comment)
+	}
+	return nil
+}
+
+// SameElement reports whether a and b have the same key, range end and
+// comment.
+func SameElement(a, b Element) bool {
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && a.Comment == b.Comment
+}
+
+// ReplaceElements adds to the batch what turns set s, currently holding
+// cur, into one where the elements want are present and no element for
+// which drop reports true remains — typically drop is "carries this
+// owner's tag, or holds the same key as one we want". Elements already
+// present exactly as wanted are left alone, so repeating the same Setup
+// writes no element at all. Deletions come first in the batch, so an
+// element can be replaced (same key, new comment) atomically.
+func (b *Batch) ReplaceElements(s *nftables.Set, cur, want []Element, drop func(Element) bool) {
+	var del, add []Element
+	for _, e := range cur {
+		if drop(e) && !slices.ContainsFunc(want, func(w Element) bool { return SameElement(e, w) }) {
+			del = append(del, e)
+		}
+	}
+	for i, w := range want {
+		dup := slices.ContainsFunc(want[:i], func(o Element) bool {
+			return bytes.Equal(o.Key, w.Key) && bytes.Equal(o.KeyEnd, w.KeyEnd)
+		})
+		present := slices.ContainsFunc(cur, func(e Element) bool { return SameElement(e, w) })
+		if !dup && !present {
+			add = append(add, w)
+		}
+	}
+	b.DeleteElements(s, del)
+	b.AddElements(s, add)
+}
+
+// RemoveElements deletes, in one batch, every element of sets (all in
+// table) whose comment satisfies match, and reports how many it removed.
+// When the table does not exist or nothing matches, nothing is written.
+// This is DEL (match: Owner.OwnedBy) and GC (match: Stale) for every
+// component that keeps its state in owner-tagged elements. Elements
+// without a tag of ours never match.
+//
+// It is also our `destroy`: deleting an element that is already gone fails
+// the whole batch with ENOENT (the `destroy` commands that ignore that
+// exist only since Linux 6.3), so we list, delete what we saw, and let the
+// generation guard make list-then-delete atomic.
+func (c *Conn) RemoveElements(table *nftables.Table, sets []*nftables.Set, match func(comment string) bool) (int, error) {
+	removed := 0
+	err := c.Update(func(tx *Tx) error {
+		removed = 0
+		ok, err := tx.TableExists(table)
+		if err != nil || !ok {
+			return err
+		}
+		for _, s := range sets {
+			cur, err := tx.Elements(s)
+			if err != nil {
+				return err
+			}
+			var del []Element
+			for _, e := range cur {
+				if match(e.Comment) {
+					del = append(del, e)
+				}
+			}
+			tx.Batch().DeleteElements(s, del)
+			removed += len(del)
+		}
+		return nil
+	})
+	return removed, err
+}
