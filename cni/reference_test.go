@@ -223,7 +223,6 @@ func knownDivergence(data []byte, r *Result) bool {
 	return false
 }
 
-
 // acceptedDecodeDivergence: an ips entry without "address" (the reference
 // keeps a zero address and prints "<nil>"; we reject it — accepted
 // divergence), and a result route with "dst": "" or null (the reference
