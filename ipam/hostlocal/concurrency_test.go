@@ -30,12 +30,18 @@ const (
 	crashIPAM      = `"ranges":[[{"subnet":"10.30.0.0/24"}],[{"subnet":"2001:db8:30::/120"}]]`
 )
 
-// TestHelperProcess is not a test: it is the body of the child processes.
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(helperEnv)
-	if mode == "" {
-		t.Skip("helper for other tests")
+// TestMain runs the child-process body instead of the tests when the test
+// binary is re-executed as a helper.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		helperProcess(mode)
 	}
+	os.Exit(m.Run())
+}
+
+// helperProcess is the body of the child processes; it never returns.
+func helperProcess(mode string) {
+	t := &testing.T{} // only for netconf's t.Helper/Fatal, which must not be reached
 	dataDir, prefix := os.Getenv(helperDataDir), os.Getenv(helperPrefix)
 	switch mode {
 	case "add":
@@ -63,11 +69,12 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 	}
-	t.Fatalf("unknown helper mode %q", mode)
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	os.Exit(2)
 }
 
 func helperCmd(mode, dataDir, prefix string, count int) *exec.Cmd {
-	c := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	c := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
 	c.Env = append(os.Environ(),
 		helperEnv+"="+mode, helperDataDir+"="+dataDir, helperPrefix+"="+prefix, helperCount+"="+strconv.Itoa(count))
 	c.Stderr = os.Stderr
