@@ -1,0 +1,7 @@
+//go:build !nftcni_no_bridge
+
+package main
+
+import "github.com/nftcni/nftcni/plugins/bridge"
+
+func init() { register(bridge.Plugin) }

@@ -1,0 +1,7 @@
+//go:build !nftcni_no_ptp
+
+package main
+
+import "github.com/nftcni/nftcni/plugins/ptp"
+
+func init() { register(ptp.Plugin) }

@@ -1,0 +1,191 @@
+package announce_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netlinkx/announce"
+	"github.com/nftcni/nftcni/netns"
+)
+
+var mac = net.HardwareAddr{0x02, 0x42, 0xac, 0x11, 0x00, 0x05}
+
+func TestARPFrame(t *testing.T) {
+	got := announce.ARPFrame(mac, netip.MustParseAddr("10.9.0.2"))
+	want := []byte{
+		0, 1, 8, 0, 6, 4, 0, 1, // Ethernet, IPv4, 6, 4, request
+		0x02, 0x42, 0xac, 0x11, 0x00, 0x05, 10, 9, 0, 2, // sender
+		0, 0, 0, 0, 0, 0, 10, 9, 0, 2, // target
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("ARP frame\n got % x\nwant % x", got, want)
+	}
+}
+
+func TestNAMessage(t *testing.T) {
+	got := announce.NAMessage(mac, netip.MustParseAddr("2001:db8::2"))
+	want := []byte{
+		136, 0, 0, 0, 0x20, 0, 0, 0,
+		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+		2, 1, 0x02, 0x42, 0xac, 0x11, 0x00, 0x05,
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("NA message\n got % x\nwant % x", got, want)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// capture opens a packet socket on ifName inside ns that sees every frame.
+func capture(t *testing.T, ns *netns.NS, ifName string) int {
+	t.Helper()
+	var fd int
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return err
+		}
+		proto := uint16(unix.ETH_P_ALL>>8 | (unix.ETH_P_ALL&0xff)<<8) // htons on little endian
+		if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
+			proto = unix.ETH_P_ALL // big endian host
+		}
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ifi.Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
+		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	})
+	must(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// icmp6Checksum computes the ICMPv6 checksum over the pseudo-header.
+func icmp6Checksum(src, dst []byte, msg []byte) uint16 {
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+		if len(b)%2 == 1 {
+			sum += uint32(b[len(b)-1]) << 8
+		}
+	}
+	add(src)
+	add(dst)
+	var l [8]byte
+	binary.BigEndian.PutUint32(l[0:4], uint32(len(msg)))
+	l[7] = 58
+	add(l[:])
+	add(msg)
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
+}
+
+func TestAnnouncementsOnTheWire(t *testing.T) {
+	a := privtest.NewNS(t)
+	b := privtest.NewNS(t)
+	ha, err := netlinkx.Open(a)
+	must(t, err)
+	defer ha.Close()
+	hb, err := netlinkx.Open(b)
+	must(t, err)
+	defer hb.Close()
+	must(t, ha.AddVeth(netlinkx.VethSpec{Name: "a0", PeerName: "b0", PeerNS: b, MAC: mac}))
+	must(t, hb.SetUp("b0"))
+	must(t, ha.SetUp("a0"))
+	v4 := netip.MustParseAddr("10.9.0.2")
+	v6 := netip.MustParseAddr("2001:db8::2")
+	must(t, ha.AddAddr("a0", netip.PrefixFrom(v4, 24), netlinkx.AddrOpts{}))
+	must(t, ha.AddAddr("a0", netip.PrefixFrom(v6, 64), netlinkx.AddrOpts{NoDAD: true}))
+	if st, err := ha.WaitOperUp("a0", 2*time.Second, 10*time.Millisecond); err != nil || st != netlinkx.OperUp {
+		t.Fatalf("a0 not up: %v %v", st, err)
+	}
+
+	fd := capture(t, b, "b0")
+	must(t, announce.Addresses(a, "a0", []netip.Addr{v4, v6, netip.MustParseAddr("fe80::1")}))
+
+	var sawARP, sawNA bool
+	deadline := time.Now().Add(3 * time.Second)
+	buf := make([]byte, 2048)
+	for !(sawARP && sawNA) && time.Now().Before(deadline) {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			continue // timeout: look again until the deadline
+		}
+		f := buf[:n]
+		if n < 14 || !bytes.Equal(f[6:12], mac) {
+			continue
+		}
+		switch binary.BigEndian.Uint16(f[12:14]) {
+		case unix.ETH_P_ARP:
+			if !bytes.Equal(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) {
+				t.Errorf("ARP not broadcast: % x", f[0:6])
+			}
+			if !bytes.Equal(f[14:42], announce.ARPFrame(mac, v4)) {
+				t.Errorf("ARP payload % x", f[14:42])
+			}
+			sawARP = true
+		case unix.ETH_P_IPV6:
+			ip6 := f[14:]
+			if len(ip6) < 40+32 || ip6[6] != 58 || ip6[40] != 136 {
+				continue // MLD reports, router solicitations, ...
+			}
+			src, dst := ip6[8:24], ip6[24:40]
+			msg := ip6[40 : 40+int(binary.BigEndian.Uint16(ip6[4:6]))]
+			if ip6[7] != 255 {
+				t.Errorf("NA hop limit %d, want 255", ip6[7])
+			}
+			if !bytes.Equal(src, v6.AsSlice()) || !bytes.Equal(dst, netip.MustParseAddr("ff02::1").AsSlice()) {
+				t.Errorf("NA %x -> %x", src, dst)
+			}
+			if icmp6Checksum(src, dst, msg) != 0 {
+				t.Errorf("NA checksum wrong")
+			}
+			withZeroSum := append([]byte(nil), msg...)
+			withZeroSum[2], withZeroSum[3] = 0, 0
+			if !bytes.Equal(withZeroSum, announce.NAMessage(mac, v6)) {
+				t.Errorf("NA message % x", msg)
+			}
+			sawNA = true
+		}
+	}
+	if !sawARP || !sawNA {
+		t.Errorf("seen: gratuitous ARP %v, neighbour advertisement %v", sawARP, sawNA)
+	}
+}
+
+func TestAnnounceErrors(t *testing.T) {
+	ns := privtest.NewNS(t)
+	err := announce.GratuitousARP(ns, "nope0", netip.MustParseAddr("10.0.0.1"))
+	if err == nil {
+		t.Error("ARP on a missing link succeeded")
+	}
+	err = announce.UnsolicitedNA(ns, "lo", netip.MustParseAddr("2001:db8::9"))
+	if err == nil {
+		t.Error("NA on lo (no Ethernet address) succeeded")
+	}
+	if err := announce.GratuitousARP(ns, "lo", netip.MustParseAddr("2001:db8::9")); err == nil {
+		t.Error("ARP for an IPv6 address succeeded")
+	}
+}

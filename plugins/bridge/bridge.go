@@ -1,0 +1,547 @@
+// Package bridge is the "bridge" plugin: it attaches a container to a Linux
+// bridge in the runtime's network namespace through a veth pair, and
+// optionally makes the bridge the container's gateway, masquerades its
+// traffic, puts the port on VLANs and filters spoofed source MACs.
+//
+// Behaviour follows contract/main-plugins.md §1, with the deliberate
+// differences of DESIGN §3 (see README.md): a failed ADD undoes all it did,
+// DEL always releases IPAM and the nftables state, GC is implemented, CHECK
+// works for layer-2-only configs.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netlinkx/announce"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+// Plugin is the bridge plugin.
+var Plugin = &cni.Plugin{
+	Name:   "bridge",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: cmdStatus,
+}
+
+// Port-state wait after ADD: the reference sleeps 0, 50, 500, 1000 and
+// 1000 ms between looks (2.55 s in all); we look every 10 ms for as long.
+const (
+	portWait     = 2550 * time.Millisecond
+	portWaitPoll = 10 * time.Millisecond
+)
+
+// owner is what our nftables objects for this attachment are tagged with.
+func owner(c *NetConf, a *cni.CmdArgs) nft.Owner {
+	return nft.Owner{Network: c.Name, ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+// undo collects what a failing ADD has to take back, run in reverse.
+type undo []func()
+
+func (u *undo) push(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
+	conf, err := loadConf(a.StdinData, a.Args)
+	if err != nil {
+		return nil, err
+	}
+	mac, err := conf.addChecks()
+	if err != nil {
+		return nil, err
+	}
+
+	hh, err := netlinkx.Open(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer hh.Close()
+
+	br, brIface, err := ensureBridge(hh, conf)
+	if err != nil {
+		return nil, err
+	}
+
+	ctrNS, err := netns.Open(a.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
+	}
+	defer ctrNS.Close()
+	hc, err := netlinkx.Open(ctrNS)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.Close()
+
+	var rollback undo
+	defer func() {
+		if err != nil {
+			rollback.run()
+		}
+	}()
+
+	hostNS, err := netns.Current()
+	if err != nil {
+		return nil, err
+	}
+	defer hostNS.Close()
+	hostVeth, contIface, err := setupVeth(hh, hc, hostNS, a.IfName, conf.MTU, mac)
+	if err != nil {
+		return nil, err
+	}
+	contIface.Sandbox = a.Netns
+	rollback.push(func() {
+		if derr := hc.DeleteLink(a.IfName); derr != nil && !errors.Is(derr, netlinkx.ErrNotFound) {
+			a.Logf("bridge: rolling back: %v", derr)
+		}
+	})
+	if err := setupPort(hh, conf.BrName, hostVeth, conf.HairpinMode, conf.PortIsolation, conf.Vlan, conf.vlans, conf.PreserveDefaultVlan); err != nil {
+		return nil, err
+	}
+	hostLink, err := hh.LinkByName(hostVeth)
+	if err != nil {
+		return nil, fmt.Errorf("failed to lookup %q: %w", hostVeth, unwrap(err))
+	}
+
+	result := &cni.Result{
+		CNIVersion: cni.CurrentVersion,
+		Interfaces: []*cni.Interface{brIface, {Name: hostVeth, Mac: hostLink.MAC.String()}, contIface},
+	}
+	own := owner(conf, a)
+
+	if conf.MacSpoofChk {
+		contMAC, _ := net.ParseMAC(contIface.Mac)
+		rollback.push(func() {
+			if terr := macspoof.Teardown(nil, own); terr != nil {
+				a.Logf("bridge: rolling back spoof-check: %v", terr)
+			}
+		})
+		if err := macspoof.Setup(nil, own, hostVeth, contMAC); err != nil {
+			return nil, fmt.Errorf("failed to setup spoof-check: %w", err)
+		}
+	}
+
+	if conf.isL3() {
+		rollback.push(func() {
+			if derr := cni.DelegateDel(ctx, conf.IPAM.Type, a); derr != nil {
+				a.Logf("bridge: rolling back IPAM: %v", derr)
+			}
+		})
+		if err := addL3(ctx, a, conf, hh, hc, ctrNS, br, result, &rollback); err != nil {
+			return nil, err
+		}
+	} else if !conf.DisableContainerInterface {
+		if err := hc.SetUp(a.IfName); err != nil {
+			return nil, fmt.Errorf("failed to set %q up: %w", a.IfName, unwrap(err))
+		}
+	}
+
+	if !conf.DisableContainerInterface {
+		st, err := hh.WaitOperUp(hostVeth, portWait, portWaitPoll)
+		if err != nil {
+			return nil, err
+		}
+		if st != netlinkx.OperUp {
+			return nil, fmt.Errorf("bridge port in error state: %s", st)
+		}
+		announceAddrs(a, hh, hc, ctrNS, hostVeth, result)
+	}
+
+	// MACs can change during ADD: the host end's when it joins the bridge,
+	// the bridge's when its first port arrives (unless pinned).
+	if hostLink, err = hh.LinkByName(hostVeth); err != nil {
+		return nil, err
+	}
+	result.Interfaces[1].Mac = hostLink.MAC.String()
+	brLink, err := bridgeByName(hh, conf.BrName)
+	if err != nil {
+		return nil, err
+	}
+	brIface.Mac = brLink.MAC.String()
+
+	if dnsSet(conf.DNS) {
+		result.DNS = conf.DNS.DNS()
+	}
+	return result, nil
+}
+
+// addL3 is the IPAM part of ADD (contract §1.2 step 9): addresses, routes,
+// gateway addresses on the bridge, forwarding, masquerade.
+func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
+	br netlinkx.Link, result *cni.Result, rollback *undo) error {
+	ir, err := cni.DelegateAdd(ctx, conf.IPAM.Type, a)
+	if err != nil {
+		return err
+	}
+	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
+	if len(result.IPs) == 0 {
+		return errors.New("IPAM plugin returned missing IP config")
+	}
+	gws4, gws6 := calcGateways(result, conf)
+
+	// Container sysctls: errors ignored, as in the reference.
+	if conf.EnableDad {
+		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/enhanced_dad", "1")
+		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "1")
+	} else {
+		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
+	}
+	_ = netlinkx.SetSysctl(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
+
+	if err := ipam.ConfigureInterface(hc, a.IfName, result); err != nil {
+		return err
+	}
+
+	if conf.IsGW {
+		var vlanIface *cni.Interface
+		for _, fam := range []struct {
+			gws     []netip.Prefix
+			forward string
+		}{{gws4, "net/ipv4/ip_forward"}, {gws6, "net/ipv6/conf/all/forwarding"}} {
+			for _, gw := range fam.gws {
+				if conf.Vlan != 0 {
+					vl, err := ensureVlanInterface(hh, br, conf.Vlan, conf.PreserveDefaultVlan)
+					if err != nil {
+						return fmt.Errorf("failed to create vlan interface: %w", err)
+					}
+					if vlanIface == nil {
+						vlanIface = &cni.Interface{Name: vl.Name, Mac: vl.MAC.String()}
+						result.Interfaces = append(result.Interfaces, vlanIface)
+					}
+					if err := ensureAddr(hh, vl, gw, conf.ForceAddress); err != nil {
+						return fmt.Errorf("failed to set vlan interface for bridge with addr: %w", err)
+					}
+				} else if err := ensureAddr(hh, br, gw, conf.ForceAddress); err != nil {
+					return fmt.Errorf("failed to set bridge addr: %w", err)
+				}
+			}
+			if len(fam.gws) > 0 {
+				if err := enableForward(fam.forward); err != nil {
+					return fmt.Errorf("failed to enable forwarding: %w", err)
+				}
+			}
+		}
+	}
+
+	if conf.IPMasq {
+		own := owner(conf, a)
+		addrs := make([]netip.Prefix, 0, len(result.IPs))
+		for _, ip := range result.IPs {
+			addrs = append(addrs, ip.Address)
+		}
+		rollback.push(func() {
+			if terr := masq.Teardown(nil, own); terr != nil {
+				a.Logf("bridge: rolling back masquerade: %v", terr)
+			}
+		})
+		if err := masq.Setup(nil, own, addrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// calcGateways fills in gateways and the default route (contract §1.2
+// step 9c) and returns the gateway addresses to put on the bridge, per
+// family. Every IP is bound to the container interface (index 2).
+//
+// A default route IPAM already returned counts as present even without a
+// gateway: ConfigureInterface installs it via the family's gateway, so
+// adding our own would duplicate it (the reference then fails with "file
+// exists").
+func calcGateways(r *cni.Result, conf *NetConf) (v4, v6 []netip.Prefix) {
+	defaultFound := map[bool]bool{} // by "is IPv4"
+	for _, ip := range r.IPs {
+		ip.Interface = cni.Int(2)
+		is4 := ip.Address.Addr().Is4()
+		if !ip.Gateway.IsValid() && conf.IsGW {
+			ip.Gateway = ip.Address.Masked().Addr().Next()
+		}
+		if conf.IsDefaultGW && !defaultFound[is4] {
+			for _, rt := range r.Routes {
+				if rt.Dst.Bits() == 0 && rt.Dst.Addr().Is4() == is4 {
+					defaultFound[is4] = true
+					break
+				}
+			}
+			if !defaultFound[is4] {
+				dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+				if is4 {
+					dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+				}
+				r.Routes = append(r.Routes, &cni.Route{Dst: dst, GW: ip.Gateway})
+				defaultFound[is4] = true
+			}
+		}
+		if conf.IsGW && ip.Gateway.IsValid() {
+			gw := netip.PrefixFrom(ip.Gateway, ip.Address.Bits())
+			if is4 {
+				v4 = append(v4, gw)
+			} else {
+				v6 = append(v6, gw)
+			}
+		}
+	}
+	return v4, v6
+}
+
+// enableForward writes 1 to a forwarding sysctl unless it already is 1.
+func enableForward(key string) error {
+	if v, err := netlinkx.Sysctl(nil, key); err == nil && v == "1" {
+		return nil
+	}
+	return netlinkx.SetSysctl(nil, key, "1")
+}
+
+// bridgeByName looks the bridge up and makes sure it is one.
+func bridgeByName(hh *netlinkx.Handle, name string) (netlinkx.Link, error) {
+	l, err := hh.LinkByName(name)
+	if err != nil {
+		return l, fmt.Errorf("could not lookup %q: %w", name, unwrap(err))
+	}
+	if l.Kind != "bridge" {
+		return l, fmt.Errorf("%q already exists but is not a bridge", name)
+	}
+	return l, nil
+}
+
+// ensureBridge creates the bridge unless it exists (contract §1.2 step 2).
+// An existing bridge's MTU and VLAN filtering are left alone; promiscuous
+// mode is only ever turned on.
+func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Interface, error) {
+	name := conf.BrName
+	wrap := func(err error) error { return fmt.Errorf("failed to create bridge %q: %w", name, err) }
+	mtu := max(conf.MTU, 0)
+	if name == "" {
+		// The kernel would pick a name of its own ("bridge0").
+		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, unix.EINVAL))
+	}
+	err := hh.AddBridge(netlinkx.BridgeSpec{Name: name, MTU: mtu, VlanFiltering: conf.vlanFiltering()})
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, unwrap(err)))
+	}
+	if conf.PromiscMode {
+		if err := hh.SetPromisc(name, true); err != nil {
+			return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, unwrap(err)))
+		}
+	}
+	br, err := bridgeByName(hh, name)
+	if err != nil {
+		return br, nil, wrap(err)
+	}
+	// We own the routes of this interface.
+	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
+	if err := hh.SetUp(name); err != nil {
+		return br, nil, wrap(unwrap(err))
+	}
+	return br, &cni.Interface{Name: br.Name, Mac: br.MAC.String()}, nil
+}
+
+// setupVeth creates the pair from inside the container's namespace with
+// the host end placed straight in the host's, sets the host end up and
+// returns its name and the container interface (contract §11.5).
+func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int, mac net.HardwareAddr) (string, *cni.Interface, error) {
+	peer, err := hc.CreateVethPair(ifName, hostNS, max(mtu, 0), mac)
+	if err != nil {
+		return "", nil, err
+	}
+	cont, err := hc.LinkByName(ifName)
+	if err != nil {
+		_ = hc.DeleteLink(ifName)
+		return "", nil, fmt.Errorf("failed to make veth pair: %w", unwrap(err))
+	}
+	if err := hh.SetUp(peer); err != nil {
+		_ = hc.DeleteLink(ifName)
+		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, unwrap(err))
+	}
+	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	return peer, &cni.Interface{Name: ifName, Mac: cont.MAC.String()}, nil
+}
+
+// setupPort enslaves a host-side veth end to the bridge and configures the
+// port: hairpin and isolation flags (always written) and VLANs (contract
+// §1.2 steps 5–6).
+func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool, vlan int, trunk []int, preserveDefault bool) error {
+	if err := hh.SetMaster(port, brName); err != nil {
+		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, unwrap(err))
+	}
+	if err := hh.SetHairpin(port, hairpin); err != nil {
+		return fmt.Errorf("failed to setup hairpin mode for %s: %w", port, unwrap(err))
+	}
+	if err := hh.SetPortIsolated(port, isolated); err != nil {
+		return fmt.Errorf("failed to set port isolation for %s: %w", port, unwrap(err))
+	}
+	if (vlan != 0 || len(trunk) > 0) && !preserveDefault {
+		vlans, err := hh.BridgeVlans(port)
+		if err == nil {
+			for _, v := range vlans {
+				if err = hh.BridgeVlanDel(port, v.VID); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("failed to remove default vlan on interface %q: %w", port, unwrap(err))
+		}
+	}
+	if vlan != 0 {
+		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(vlan), PVID: true, Untagged: true}); err != nil {
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+		}
+	}
+	for _, v := range trunk {
+		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(v)}); err != nil {
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+		}
+	}
+	if vlan == 0 && len(trunk) > 0 {
+		// The native VLAN of a trunk port.
+		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true}); err != nil {
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+		}
+	}
+	return nil
+}
+
+// ensureVlanInterface returns the VLAN gateway interface <bridge>.<vlan>,
+// creating it when missing: one end of a veth pair in the host namespace
+// whose other end is an access port of the VLAN (contract §1.6). The pair
+// is shared by every container of the VLAN and never removed.
+func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preserveDefault bool) (netlinkx.Link, error) {
+	name := fmt.Sprintf("%s.%d", br.Name, vlan)
+	l, err := hh.LinkByName(name)
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, netlinkx.ErrNotFound) {
+		return l, fmt.Errorf("failed to find interface %q: %w", name, unwrap(err))
+	}
+	fail := func(err error) (netlinkx.Link, error) {
+		return netlinkx.Link{}, fmt.Errorf("faild to create vlan gateway %q: %w", name, err)
+	}
+	peer, err := hh.CreateVethPair(name, nil, br.MTU, nil)
+	if err != nil {
+		return fail(err)
+	}
+	if err := hh.SetUp(peer); err != nil {
+		return fail(fmt.Errorf("failed to set %q up: %w", peer, unwrap(err)))
+	}
+	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	if err := setupPort(hh, br.Name, peer, false, false, vlan, nil, preserveDefault); err != nil {
+		return fail(err)
+	}
+	if err := hh.SetUp(name); err != nil {
+		return netlinkx.Link{}, fmt.Errorf("failed to up %q: %w", name, unwrap(err))
+	}
+	if l, err = hh.LinkByName(name); err != nil {
+		return l, fmt.Errorf("failed to lookup %q: %w", name, unwrap(err))
+	}
+	return l, nil
+}
+
+// ensureAddr puts gateway address gw on link l (contract §1.5). An equal
+// address ends the procedure; any other IPv4 address, or an overlapping
+// IPv6 one, is a conflict that forceAddress resolves by deleting it. After
+// adding, the link's MAC is set to the MAC it had when looked up, which
+// pins a bridge's MAC (it would otherwise follow its ports).
+func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force bool) error {
+	fam := unix.AF_INET6
+	if gw.Addr().Is4() {
+		fam = unix.AF_INET
+	}
+	addrs, err := hh.Addrs(l.Name, fam)
+	if err != nil {
+		return fmt.Errorf("could not get list of IP addresses: %w", unwrap(err))
+	}
+	want := gw.String()
+	for _, a := range addrs {
+		if a.Prefix.String() == want {
+			return nil
+		}
+		if fam == unix.AF_INET || a.Prefix.Masked().Contains(gw.Addr()) || gw.Masked().Contains(a.Prefix.Addr()) {
+			if !force {
+				return fmt.Errorf("%q already has an IP address different from %v", l.Name, want)
+			}
+			if err := hh.DelAddr(l.Name, a.Prefix); err != nil {
+				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, unwrap(err))
+			}
+		}
+	}
+	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{}); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, unwrap(err))
+	}
+	if len(l.MAC) > 0 {
+		if err := hh.SetMAC(l.Name, l.MAC); err != nil {
+			return fmt.Errorf("could not set bridge's mac: %w", unwrap(err))
+		}
+	}
+	return nil
+}
+
+// announceAddrs sends a gratuitous ARP / unsolicited neighbour
+// advertisement for the container's addresses once its port forwards, so
+// neighbours that cached the address under an earlier container's MAC
+// learn the new one at once. Best effort: problems only reach stderr.
+func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, ctrNS *netns.NS, hostVeth string, r *cni.Result) {
+	if len(r.IPs) == 0 {
+		return
+	}
+	// The port forwards as soon as the kernel has seen its carrier; the
+	// operstate we waited for is set just before.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for {
+		p, err := hh.BridgePort(hostVeth)
+		if err != nil || p.State == netlinkx.BridgePortForwarding || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tentative := map[netip.Addr]bool{}
+	if addrs, err := hc.Addrs(a.IfName, unix.AF_INET6); err == nil {
+		for _, ad := range addrs {
+			if ad.Tentative() {
+				tentative[ad.Prefix.Addr()] = true
+			}
+		}
+	}
+	var list []netip.Addr
+	for _, ip := range r.IPs {
+		if ad := ip.Address.Addr(); !tentative[ad] {
+			list = append(list, ad)
+		}
+	}
+	if err := announce.Addresses(ctrNS, a.IfName, list); err != nil {
+		a.Logf("bridge: announcing addresses: %v", err)
+	}
+}
+
+// unwrap drops netlinkx's operation text: the reference's messages already
+// say what was attempted, so only the kernel's reason stays.
+func unwrap(err error) error {
+	var ne *netlinkx.Error
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}

@@ -1,0 +1,197 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+
+	"github.com/nftcni/nftcni/cni"
+)
+
+// defaultBridge is the bridge name when the config has none.
+const defaultBridge = "cni0"
+
+// NetConf is the bridge plugin's configuration (contract/main-plugins.md
+// §1.1). Keys match case-insensitively, as encoding/json does for the
+// reference.
+type NetConf struct {
+	cni.NetConf
+	BrName       string `json:"bridge"`
+	IsGW         bool   `json:"isGateway"`
+	IsDefaultGW  bool   `json:"isDefaultGateway"`
+	ForceAddress bool   `json:"forceAddress"`
+	IPMasq       bool   `json:"ipMasq"`
+	// IPMasqBackend is nil when absent or null; "" is a value (and invalid).
+	IPMasqBackend             *string      `json:"ipMasqBackend"`
+	MTU                       int          `json:"mtu"`
+	HairpinMode               bool         `json:"hairpinMode"`
+	PromiscMode               bool         `json:"promiscMode"`
+	Vlan                      int          `json:"vlan"`
+	VlanTrunk                 []*vlanTrunk `json:"vlanTrunk"`
+	PreserveDefaultVlan       bool         `json:"preserveDefaultVlan"`
+	MacSpoofChk               bool         `json:"macspoofchk"`
+	EnableDad                 bool         `json:"enabledad"`
+	DisableContainerInterface bool         `json:"disableContainerInterface"`
+	PortIsolation             bool         `json:"portIsolation"`
+
+	Args struct {
+		Cni struct {
+			Mac string `json:"mac"`
+		} `json:"cni"`
+	} `json:"args"`
+	RuntimeConfig struct {
+		Mac string `json:"mac"`
+	} `json:"runtimeConfig"`
+
+	// mac is the effective container MAC ("" = random): CNI_ARGS MAC, then
+	// args.cni.mac, then runtimeConfig.mac, the last one set winning.
+	mac string
+	// vlans is the trunk VID set, sorted and de-duplicated (nil: none).
+	vlans []int
+}
+
+// vlanTrunk is one vlanTrunk item: a range, a single id, or both.
+type vlanTrunk struct {
+	MinID *int `json:"minID"`
+	MaxID *int `json:"maxID"`
+	ID    *int `json:"id"`
+}
+
+// isL3 reports whether IPAM is configured; without it the plugin only
+// plumbs layer 2.
+func (c *NetConf) isL3() bool { return c.IPAM.Type != "" }
+
+// vlanFiltering reports whether a new bridge must filter by VLAN: any
+// access VLAN or any vlanTrunk key, even an empty list.
+func (c *NetConf) vlanFiltering() bool { return c.Vlan != 0 || c.VlanTrunk != nil }
+
+// loadConf decodes and validates the config and CNI_ARGS, as every command
+// does first. Only the checks the reference makes for every command are
+// here; ADD adds its own (addChecks).
+func loadConf(stdin []byte, envArgs string) (*NetConf, error) {
+	c := &NetConf{BrName: defaultBridge}
+	if err := json.Unmarshal(stdin, c); err != nil {
+		return nil, fmt.Errorf("failed to load netconf: %w", err)
+	}
+	if c.Vlan < 0 || c.Vlan > 4094 {
+		return nil, fmt.Errorf("invalid VLAN ID %d (must be between 0 and 4094)", c.Vlan)
+	}
+	var err error
+	if c.vlans, err = collectVlanTrunk(c.VlanTrunk); err != nil {
+		return nil, err
+	}
+	err = cni.LoadArgs(envArgs, cni.ArgField{Name: "MAC", Set: func(v string) error {
+		if v != "" {
+			c.mac = v
+		}
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if m := c.Args.Cni.Mac; m != "" {
+		c.mac = m
+	}
+	if m := c.RuntimeConfig.Mac; m != "" {
+		c.mac = m
+	}
+	return c, nil
+}
+
+// collectVlanTrunk validates the trunk items and returns the VID set,
+// sorted ascending. An item may name a range and an id at once. A JSON
+// null item, which crashes the reference, counts as an empty item.
+func collectVlanTrunk(items []*vlanTrunk) ([]int, error) {
+	set := map[int]bool{}
+	for _, it := range items {
+		if it == nil {
+			continue
+		}
+		switch {
+		case it.MinID != nil && it.MaxID != nil:
+			lo, hi := *it.MinID, *it.MaxID
+			if lo <= 0 || lo > 4094 {
+				return nil, errors.New("incorrect trunk minID parameter")
+			}
+			if hi <= 0 || hi > 4094 {
+				return nil, errors.New("incorrect trunk maxID parameter")
+			}
+			if hi < lo {
+				return nil, errors.New("minID is greater than maxID in trunk parameter")
+			}
+			for v := lo; v <= hi; v++ {
+				set[v] = true
+			}
+		case it.MinID == nil && it.MaxID != nil:
+			return nil, errors.New("minID and maxID should be configured simultaneously, minID is missing")
+		case it.MinID != nil && it.MaxID == nil:
+			return nil, errors.New("minID and maxID should be configured simultaneously, maxID is missing")
+		}
+		if it.ID != nil {
+			if *it.ID <= 0 || *it.ID > 4094 {
+				return nil, errors.New("incorrect trunk id parameter")
+			}
+			set[*it.ID] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	vlans := make([]int, 0, len(set))
+	for v := range set {
+		vlans = append(vlans, v)
+	}
+	sort.Ints(vlans)
+	return vlans, nil
+}
+
+// addChecks are the validations ADD makes before touching anything. The
+// reference checks the masquerade backend and parses the MAC only when it
+// gets to them, after the container is already plumbed; the messages are
+// the same here, but nothing has been changed when they appear.
+func (c *NetConf) addChecks() (net.HardwareAddr, error) {
+	if c.DisableContainerInterface && c.isL3() {
+		return nil, errors.New("cannot use IPAM when DisableContainerInterface flag is set")
+	}
+	if c.IsDefaultGW {
+		c.IsGW = true
+	}
+	if c.HairpinMode && c.PromiscMode {
+		return nil, errors.New("cannot set hairpin mode and promiscuous mode at the same time")
+	}
+	if c.IPMasq && c.isL3() {
+		if err := checkMasqBackend(c.IPMasqBackend); err != nil {
+			return nil, err
+		}
+	}
+	if c.mac == "" {
+		return nil, nil
+	}
+	mac, err := net.ParseMAC(c.mac)
+	if err != nil {
+		return nil, fmt.Errorf("failed to make veth pair: %w", err)
+	}
+	return mac, nil
+}
+
+// checkMasqBackend accepts the two backend names of the reference; both
+// mean our native nftables masquerade. Absent (or null) is fine too.
+func checkMasqBackend(b *string) error {
+	if b == nil {
+		return nil
+	}
+	switch *b {
+	case "iptables", "nftables":
+		return nil
+	}
+	return fmt.Errorf("unknown ipmasq backend %q", *b)
+}
+
+// dnsSet reports whether the config's dns object sets anything, in which
+// case it replaces IPAM's DNS in the result (an explicitly empty list
+// counts as set, as in the reference).
+func dnsSet(d cni.DNSConf) bool {
+	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
+}

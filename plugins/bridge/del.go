@@ -1,0 +1,128 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+// cmdDel removes the container's veth pair, releases its addresses and
+// removes its nftables state (contract §1.8). It is idempotent: a missing
+// interface or namespace is "already done", and the IPAM release and the
+// nftables teardown (which go by owner, not by address) run in every case,
+// also when CNI_NETNS is empty or gone — where the reference leaves the
+// masquerade and spoof-check rules behind. The bridge, its addresses, the
+// forwarding sysctls and the VLAN gateway pair stay: they are shared.
+func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData, a.Args)
+	if err != nil {
+		return err
+	}
+	if a.Netns != "" {
+		if err := delLink(a.Netns, a.IfName); err != nil {
+			// The namespace exists but something unexpected failed: the
+			// interface may still hold its addresses, so they are not
+			// released (the runtime retries DEL).
+			return err
+		}
+	}
+	var errs []error
+	if conf.isL3() {
+		if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	own := owner(conf, a)
+	if conf.MacSpoofChk {
+		if err := macspoof.Teardown(nil, own); err != nil {
+			// As the reference: reported, but DEL still succeeds.
+			a.Logf("bridge: removing spoof-check: %v", err)
+		}
+	}
+	if conf.isL3() && conf.IPMasq {
+		if err := masq.Teardown(nil, own); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// delLink deletes ifName in the namespace at path. A namespace or an
+// interface that no longer exists is success.
+func delLink(path, ifName string) error {
+	ns, err := netns.Open(path)
+	if errors.Is(err, netns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
+		return fmt.Errorf("failed to delete %q: %w", ifName, unwrap(err))
+	}
+	return nil
+}
+
+// cmdGC forwards GC to IPAM and collects this network's masquerade and
+// spoof-check state that belongs to none of the valid attachments. Without
+// a valid-attachments list nothing of ours is collected (IPAM decides for
+// itself). Errors do not stop the other collectors; all are returned.
+func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData, "")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if conf.isL3() {
+		if err := cni.DelegateGC(ctx, conf.IPAM.Type, a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	atts, ok := conf.Attachments()
+	if !ok {
+		if conf.MacSpoofChk || (conf.isL3() && conf.IPMasq) {
+			a.Logf("bridge: GC without cni.dev/valid-attachments: nothing collected")
+		}
+		return errors.Join(errs...)
+	}
+	valid := make([]nft.Owner, 0, len(atts))
+	for _, at := range atts {
+		valid = append(valid, nft.Owner{Network: conf.Name, ContainerID: at.ContainerID, IfName: at.IfName})
+	}
+	if conf.isL3() && conf.IPMasq {
+		if err := masq.GC(nil, conf.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if conf.MacSpoofChk {
+		if err := macspoof.GC(nil, conf.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cmdStatus forwards STATUS to IPAM when there is one.
+func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData, "")
+	if err != nil {
+		return err
+	}
+	if conf.isL3() {
+		return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package bridge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/nft"
+)
+
+// gcConf is a 1.1.0 config with a valid-attachments list (nil: no key).
+func gcConf(fields string, valid []string) string {
+	c := conf("1.1.0", fields)
+	if valid == nil {
+		return c
+	}
+	var items []string
+	for _, id := range valid {
+		items = append(items, `{"containerID":"`+id+`","ifname":"eth0"}`)
+	}
+	return c[:len(c)-1] + `,"cni.dev/valid-attachments":[` + strings.Join(items, ",") + `]}`
+}
+
+// TestGC: GC is forwarded to IPAM and collects the masquerade and
+// spoof-check state of attachments that are no longer valid; without a
+// list it collects nothing of ours and says so.
+func TestGC(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	plugintest.RequirePlugin(t, "host-local")
+	dir := t.TempDir()
+	fields := `,"isGateway":true,"ipMasq":true,"macspoofchk":true` + hostLocal(dir, "10.90.0.0/24")
+	keep, _ := newCtr(t)
+	stale, _ := newCtr(t)
+	o := th.exec(call("ADD", keep, "keep", conf("1.1.0", fields)))
+	skipIfNotImplemented(t, o)
+	if o.Status != 0 {
+		t.Fatalf("ADD: %s", o.Stdout)
+	}
+	th.ok(call("ADD", stale, "stale", conf("1.1.0", fields)))
+	ownKeep := nft.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}
+	ownStale := nft.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}
+	if len(reservations(t, dir)) != 2 || nftOwned(t, th.ns, ownKeep) == 0 || nftOwned(t, th.ns, ownStale) == 0 {
+		t.Fatalf("after ADD: reservations %v, owned %d/%d", reservations(t, dir), nftOwned(t, th.ns, ownKeep), nftOwned(t, th.ns, ownStale))
+	}
+
+	// No list: nothing of ours is collected.
+	o = th.exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, nil)})
+	if o.Status != 0 || !strings.Contains(o.Stderr, "nothing collected") {
+		t.Errorf("GC without list: %d %s / %s", o.Status, o.Stdout, o.Stderr)
+	}
+	if nftOwned(t, th.ns, ownStale) == 0 {
+		t.Error("GC without a list collected nftables state")
+	}
+
+	o = th.exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, []string{"keep"})})
+	if o.Status != 0 || o.Stdout != "" {
+		t.Fatalf("GC: %d %q %s", o.Status, o.Stdout, o.Stderr)
+	}
+	if got := reservations(t, dir); len(got) != 1 {
+		t.Errorf("reservations after GC %v", got)
+	}
+	if nftOwned(t, th.ns, ownStale) != 0 || nftOwned(t, th.ns, ownKeep) == 0 {
+		t.Errorf("owned after GC: stale %d keep %d", nftOwned(t, th.ns, ownStale), nftOwned(t, th.ns, ownKeep))
+	}
+}
+
+// TestGCWithoutState: GC of a config without IPAM or nftables features is
+// a silent success; older configs are refused by the dispatcher.
+func TestGCWithoutState(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	o := th.exec(plugintest.Call{Command: "GC", Stdin: gcConf("", []string{})})
+	if o.Status != 0 || o.Stdout != "" || o.Stderr != "" {
+		t.Errorf("GC: %d %q %q", o.Status, o.Stdout, o.Stderr)
+	}
+	e := th.fail(plugintest.Call{Command: "GC", Stdin: conf("1.0.0", "")})
+	if e.Code != 1 || e.Msg != "config version does not allow GC" {
+		t.Errorf("GC on 1.0.0: %+v", e)
+	}
+}
+
+// TestStatus: forwarded to IPAM when there is one.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	for _, tt := range []struct {
+		fields, want string
+	}{
+		{"", ""},
+		{static("", "10.91.0.2/24"), ""},
+		{`,"ipam":{"type":"no-such-ipam"}`, `failed to find plugin "no-such-ipam" in path [`},
+		{`,"vlan":-2`, "invalid VLAN ID -2 (must be between 0 and 4094)"},
+	} {
+		o := th.exec(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
+		if tt.want == "" {
+			if o.Status != 0 || o.Stdout != "" {
+				t.Errorf("%s: %d %s", tt.fields, o.Status, o.Stdout)
+			}
+			continue
+		}
+		e := th.fail(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
+		if !strings.HasPrefix(e.Msg, tt.want) {
+			t.Errorf("%s: %q, want prefix %q", tt.fields, e.Msg, tt.want)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package bridge
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+)
+
+// These need a kernel with bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING,
+// which needs 802.1Q); they skip elsewhere and run in the VM.
+
+func portVlans(t *testing.T, th *testHost, port string) []netlinkx.BridgeVlan {
+	t.Helper()
+	v, err := th.h.BridgeVlans(port)
+	must(t, err)
+	return v
+}
+
+func wantVlans(t *testing.T, th *testHost, port string, want ...netlinkx.BridgeVlan) {
+	t.Helper()
+	if got := portVlans(t, th, port); !slices.Equal(got, want) {
+		t.Errorf("%s VLANs %+v, want %+v", port, got, want)
+	}
+}
+
+// TestVlanAccessPort: vlan makes the host veth an access port of that
+// VLAN (default VLAN removed unless preserveDefaultVlan); containers on
+// one VLAN talk, across VLANs they do not.
+func TestVlanAccessPort(t *testing.T) {
+	privtest.RequireBridgeVlanFiltering(t)
+	t.Parallel()
+	th := newHost(t)
+	a, _ := newCtr(t)
+	b, _ := newCtr(t)
+	other, _ := newCtr(t)
+	ra := th.add(a, "a", conf("1.0.0", `,"vlan":100`+static("", "10.110.0.2/24")))
+	th.add(b, "b", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`+static("", "10.110.0.3/24")))
+	rb := th.add(other, "o", conf("1.0.0", `,"vlan":200`+static("", "10.110.0.4/24")))
+
+	on, err := th.h.BridgeVlanFiltering("br0")
+	must(t, err)
+	if !on {
+		t.Error("br0 does not filter VLANs")
+	}
+	wantVlans(t, th, ra.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 100, PVID: true, Untagged: true})
+	wantVlans(t, th, rb.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 200, PVID: true, Untagged: true})
+
+	if !privtest.UDPRoundTrip(t, a, b, netip.MustParseAddr("10.110.0.3")) {
+		t.Error("same VLAN: no round trip")
+	}
+	if privtest.UDPRoundTrip(t, a, other, netip.MustParseAddr("10.110.0.4")) {
+		t.Error("across VLANs: round trip")
+	}
+}
+
+// TestVlanPreserveDefault: with preserveDefaultVlan the kernel's default
+// VLAN 1 stays (it stops being the PVID when the access VLAN becomes it).
+func TestVlanPreserveDefault(t *testing.T) {
+	privtest.RequireBridgeVlanFiltering(t)
+	t.Parallel()
+	th := newHost(t)
+	c, _ := newCtr(t)
+	r := th.add(c, "p", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`))
+	wantVlans(t, th, r.Interfaces[1].Name,
+		netlinkx.BridgeVlan{VID: 1, Untagged: true}, netlinkx.BridgeVlan{VID: 100, PVID: true, Untagged: true})
+}
+
+// TestVlanTrunk: trunk VIDs are tagged members, VLAN 1 is the native
+// (PVID, untagged) one; a trunk VID equal to vlan overrides the access
+// entry (reference behaviour).
+func TestVlanTrunk(t *testing.T) {
+	privtest.RequireBridgeVlanFiltering(t)
+	t.Parallel()
+	th := newHost(t)
+	c1, _ := newCtr(t)
+	r1 := th.add(c1, "t1", conf("1.0.0", `,"vlanTrunk":[{"minID":10,"maxID":12},{"id":20},{"id":11}]`))
+	wantVlans(t, th, r1.Interfaces[1].Name,
+		netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true},
+		netlinkx.BridgeVlan{VID: 10}, netlinkx.BridgeVlan{VID: 11}, netlinkx.BridgeVlan{VID: 12}, netlinkx.BridgeVlan{VID: 20})
+
+	c2, _ := newCtr(t)
+	r2 := th.add(c2, "t2", conf("1.0.0", `,"vlan":100,"vlanTrunk":[{"id":100},{"id":200}]`))
+	wantVlans(t, th, r2.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 100}, netlinkx.BridgeVlan{VID: 200})
+
+	// An empty trunk list turns filtering on and configures nothing.
+	th2 := newHost(t)
+	c3, _ := newCtr(t)
+	r3 := th2.add(c3, "t3", conf("1.0.0", `,"vlanTrunk":[]`))
+	if on, err := th2.h.BridgeVlanFiltering("br0"); err != nil || !on {
+		t.Errorf("vlanTrunk []: filtering %v %v", on, err)
+	}
+	wantVlans(t, th2, r3.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true})
+}
+
+// TestVlanGatewayInterface: with vlan and isGateway the gateway address
+// goes on <bridge>.<vlan>, one end of a veth pair whose other end is an
+// access port of the VLAN; it is listed as a fourth interface, shared by
+// the VLAN's containers, and reachable from them.
+func TestVlanGatewayInterface(t *testing.T) {
+	privtest.RequireBridgeVlanFiltering(t)
+	t.Parallel()
+	th := newHost(t)
+	c1, _ := newCtr(t)
+	c2, _ := newCtr(t)
+	r1 := th.add(c1, "g1", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+static("", "10.120.0.2/24")))
+	r2 := th.add(c2, "g2", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+static("", "10.120.0.3/24")))
+
+	for _, r := range []*wireResult{r1, r2} {
+		if len(r.Interfaces) != 4 || r.Interfaces[3].Name != "br0.100" || r.Interfaces[3].Sandbox != "" {
+			t.Fatalf("interfaces %+v", r.Interfaces)
+		}
+		if *r.IPs[0].Interface != 2 {
+			t.Errorf("ip bound to %d", *r.IPs[0].Interface)
+		}
+	}
+	gw := mustLink(t, th.h, "br0.100")
+	if r1.Interfaces[3].Mac != gw.MAC.String() || !gw.Up {
+		t.Errorf("br0.100 %+v, result MAC %s", gw, r1.Interfaces[3].Mac)
+	}
+	if got := addrStrings(t, th.h, "br0.100", 0); !slices.Equal(got, []string{"10.120.0.1/24"}) {
+		t.Errorf("br0.100 addresses %v", got)
+	}
+	if got := addrStrings(t, th.h, "br0", 0); len(got) != 0 {
+		t.Errorf("br0 addresses %v", got)
+	}
+	// The gateway pair's port: an access port of VLAN 100.
+	br := mustLink(t, th.h, "br0")
+	links, err := th.h.Links()
+	must(t, err)
+	ports := 0
+	for _, l := range links {
+		if l.MasterIndex == br.Index {
+			ports++
+			if l.Index == gw.ParentIndex {
+				wantVlans(t, th, l.Name, netlinkx.BridgeVlan{VID: 100, PVID: true, Untagged: true})
+			}
+		}
+	}
+	if ports != 3 {
+		t.Errorf("%d bridge ports, want 3 (two containers, one gateway pair)", ports)
+	}
+	if !privtest.UDPRoundTrip(t, c1, th.ns, netip.MustParseAddr("10.120.0.1")) {
+		t.Error("container -> VLAN gateway: no round trip")
+	}
+	if !privtest.UDPRoundTrip(t, c2, c1, netip.MustParseAddr("10.120.0.2")) {
+		t.Error("container -> container on the VLAN: no round trip")
+	}
+}

@@ -1,0 +1,436 @@
+// Package ptp is the "ptp" plugin: a point-to-point veth between the
+// container and the runtime's namespace. The container gets the IPAM
+// address and reaches everything through the gateway, which lives as a /32
+// (/128) on the host end of the veth; the host routes the container's
+// address to that end.
+//
+// Behaviour follows contract/main-plugins.md §2, with the deliberate
+// differences of DESIGN §3 (see README.md).
+package ptp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+// Plugin is the ptp plugin.
+var Plugin = &cni.Plugin{
+	Name:   "ptp",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: cmdStatus,
+}
+
+// NetConf is the ptp configuration (contract §2.1).
+type NetConf struct {
+	cni.NetConf
+	IPMasq bool `json:"ipMasq"`
+	// IPMasqBackend is nil when absent or null; "" is a value (and invalid).
+	IPMasqBackend *string `json:"ipMasqBackend"`
+	MTU           int     `json:"mtu"`
+}
+
+func loadConf(stdin []byte) (*NetConf, error) {
+	var c NetConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, fmt.Errorf("failed to load netconf: %w", err)
+	}
+	return &c, nil
+}
+
+// checkMasqBackend accepts the reference's two backend names; both mean
+// our native nftables masquerade. Absent (or null) is fine too.
+func checkMasqBackend(b *string) error {
+	if b == nil {
+		return nil
+	}
+	switch *b {
+	case "iptables", "nftables":
+		return nil
+	}
+	return fmt.Errorf("unknown ipmasq backend %q", *b)
+}
+
+func owner(c *NetConf, a *cni.CmdArgs) nft.Owner {
+	return nft.Owner{Network: c.Name, ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+// undo collects what a failing ADD has to take back, run in reverse.
+type undo []func()
+
+func (u *undo) push(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// hostBits is the host-route prefix length of a's family: 32 or 128.
+func hostBits(a netip.Addr) int {
+	if a.Is4() {
+		return 32
+	}
+	return 128
+}
+
+func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	if conf.IPMasq {
+		// The reference finds out only after the container is plumbed.
+		if err := checkMasqBackend(conf.IPMasqBackend); err != nil {
+			return nil, err
+		}
+	}
+
+	// The namespace is opened before IPAM is asked (the reference asks
+	// first), so a bad CNI_NETNS costs no allocation.
+	ctrNS, err := netns.Open(a.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
+	}
+	defer ctrNS.Close()
+	hc, err := netlinkx.Open(ctrNS)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.Close()
+	hh, err := netlinkx.Open(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer hh.Close()
+	hostNS, err := netns.Current()
+	if err != nil {
+		return nil, err
+	}
+	defer hostNS.Close()
+
+	var rollback undo
+	defer func() {
+		if err != nil {
+			rollback.run()
+		}
+	}()
+	// Released also when IPAM ADD itself fails (harmless, and what the
+	// spec recommends) and when IPAM returned no address.
+	if conf.IPAM.Type != "" {
+		rollback.push(func() {
+			if derr := cni.DelegateDel(ctx, conf.IPAM.Type, a); derr != nil {
+				a.Logf("ptp: rolling back IPAM: %v", derr)
+			}
+		})
+	}
+	result, err := cni.DelegateAdd(ctx, conf.IPAM.Type, a)
+	if err != nil {
+		return nil, err
+	}
+	if len(result.IPs) == 0 {
+		return nil, errors.New("IPAM plugin returned missing IP config")
+	}
+	// Every address needs a gateway: it is the only way out of the
+	// container. The reference does not check and fails half-way through
+	// with an opaque netlink error.
+	for _, ip := range result.IPs {
+		if !ip.Gateway.IsValid() {
+			return nil, fmt.Errorf("IPAM result address %s has no gateway, which ptp requires", ip.Address)
+		}
+		if ip.Gateway.Is4() != ip.Address.Addr().Is4() {
+			return nil, fmt.Errorf("IPAM result address %s has a gateway of another family (%s)", ip.Address, ip.Gateway)
+		}
+	}
+
+	if err := enableForward(result.IPs); err != nil {
+		return nil, fmt.Errorf("Could not enable IP forwarding: %w", err)
+	}
+
+	hostVeth, err := hc.CreateVethPair(a.IfName, hostNS, max(conf.MTU, 0), nil)
+	if err != nil {
+		return nil, err
+	}
+	rollback.push(func() {
+		if derr := hc.DeleteLink(a.IfName); derr != nil && !errors.Is(derr, netlinkx.ErrNotFound) {
+			a.Logf("ptp: rolling back: %v", derr)
+		}
+	})
+	hostLink, err := hh.LinkByName(hostVeth)
+	if err != nil {
+		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), unwrap(err))
+	}
+	if err := hh.SetUp(hostVeth); err != nil {
+		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, unwrap(err))
+	}
+	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
+	contLink, err := hc.LinkByName(a.IfName)
+	if err != nil {
+		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, unwrap(err))
+	}
+
+	for _, ip := range result.IPs {
+		ip.Interface = cni.Int(1)
+	}
+	result.Interfaces = []*cni.Interface{
+		{Name: hostVeth, Mac: hostLink.MAC.String()},
+		{Name: a.IfName, Mac: contLink.MAC.String(), Sandbox: a.Netns},
+	}
+	if err := setupContainer(hc, a.IfName, contLink.Index, result); err != nil {
+		return nil, err
+	}
+	if err := setupHost(hh, hostVeth, result); err != nil {
+		return nil, err
+	}
+
+	if conf.IPMasq {
+		own := owner(conf, a)
+		addrs := make([]netip.Prefix, 0, len(result.IPs))
+		for _, ip := range result.IPs {
+			addrs = append(addrs, ip.Address)
+		}
+		rollback.push(func() {
+			if terr := masq.Teardown(nil, own); terr != nil {
+				a.Logf("ptp: rolling back masquerade: %v", terr)
+			}
+		})
+		if err := masq.Setup(nil, own, addrs); err != nil {
+			return nil, err
+		}
+	}
+
+	if conf.DNS.Nameservers != nil || conf.DNS.Search != nil || conf.DNS.Options != nil || conf.DNS.Domain != "" {
+		result.DNS = conf.DNS.DNS()
+	}
+	result.CNIVersion = cni.CurrentVersion
+	return result, nil
+}
+
+// enableForward turns forwarding on for each family among the addresses.
+func enableForward(ips []*cni.IPConfig) error {
+	v4, v6 := false, false
+	for _, ip := range ips {
+		if ip.Address.Addr().Is4() {
+			v4 = true
+		} else {
+			v6 = true
+		}
+	}
+	for _, f := range []struct {
+		on  bool
+		key string
+	}{{v4, "net/ipv4/ip_forward"}, {v6, "net/ipv6/conf/all/forwarding"}} {
+		if !f.on {
+			continue
+		}
+		if v, err := netlinkx.Sysctl(nil, f.key); err == nil && v == "1" {
+			continue
+		}
+		if err := netlinkx.SetSysctl(nil, f.key, "1"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupContainer applies the addresses and IPAM routes, then replaces each
+// address's connected route so that everything, the subnet included, goes
+// via the gateway (contract §2.2 step 4):
+//
+//	<gw>/32 dev <if> scope link src <ip>
+//	<subnet> via <gw> dev <if> src <ip>
+//
+// Two addresses sharing a gateway or a subnet get those routes once (the
+// reference fails with "file exists").
+func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result) error {
+	if err := ipam.ConfigureInterface(hc, ifName, r); err != nil {
+		return err
+	}
+	type key struct {
+		dst netip.Prefix
+		gw  netip.Addr
+	}
+	added := map[key]bool{}
+	deleted := map[netip.Prefix]bool{}
+	for _, ip := range r.IPs {
+		subnet := ip.Address.Masked()
+		if !deleted[subnet] {
+			del := netlinkx.Route{Dst: subnet, LinkIndex: index}
+			if err := hc.DelRoute(del); err != nil {
+				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), unwrap(err))
+			}
+			deleted[subnet] = true
+		}
+		gwHost := netip.PrefixFrom(ip.Gateway, hostBits(ip.Gateway))
+		for _, rt := range []netlinkx.Route{
+			{Dst: gwHost, LinkIndex: index, Scope: unix.RT_SCOPE_LINK, Src: ip.Address.Addr()},
+			{Dst: subnet, Gw: ip.Gateway, LinkIndex: index, Src: ip.Address.Addr()},
+		} {
+			k := key{rt.Dst, rt.Gw}
+			if added[k] {
+				continue
+			}
+			if err := hc.AddRoute(rt); err != nil {
+				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), unwrap(err))
+			}
+			added[k] = true
+		}
+	}
+	return nil
+}
+
+// setupHost puts each gateway on the host end as a /32 (/128) and routes
+// each container address to it, scope host as in the reference.
+func setupHost(hh *netlinkx.Handle, hostVeth string, r *cni.Result) error {
+	l, err := hh.LinkByName(hostVeth)
+	if err != nil {
+		return fmt.Errorf("failed to lookup %q: %w", hostVeth, unwrap(err))
+	}
+	gwDone := map[netip.Addr]bool{}
+	for _, ip := range r.IPs {
+		if !gwDone[ip.Gateway] {
+			gw := netip.PrefixFrom(ip.Gateway, hostBits(ip.Gateway))
+			if err := hh.AddAddr(hostVeth, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil {
+				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), unwrap(err))
+			}
+			gwDone[ip.Gateway] = true
+		}
+		host := netip.PrefixFrom(ip.Address.Addr(), hostBits(ip.Address.Addr()))
+		err := hh.AddRoute(netlinkx.Route{Dst: host, LinkIndex: l.Index, Scope: unix.RT_SCOPE_HOST})
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("failed to add route on host: %w", unwrap(err))
+		}
+	}
+	return nil
+}
+
+// goIPNet is p as the reference's *net.IPNet, for its %#v message.
+func goIPNet(p netip.Prefix) *net.IPNet {
+	bits := hostBits(p.Addr())
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()).To16(), Mask: net.CIDRMask(p.Bits(), bits)}
+}
+
+// routeDesc renders a route like the reference's messages do (its netlink
+// library's route String()).
+func routeDesc(r netlinkx.Route, index int) string {
+	src, gw := "<nil>", "<nil>"
+	if r.Src.IsValid() {
+		src = r.Src.String()
+	}
+	if r.Gw.IsValid() {
+		gw = r.Gw.String()
+	}
+	return fmt.Sprintf("{Ifindex: %d Dst: %s Src: %s Gw: %s Flags: [] Table: 0 Realm: 0}", index, r.Dst, src, gw)
+}
+
+// cmdDel releases the addresses, removes the veth pair (the host address
+// and routes go with it) and the masquerade state (contract §2.4). IPAM
+// first, as in the reference, but a failure there does not stop the rest:
+// everything that can be cleaned up is, and the errors are returned
+// together. Unlike the reference, the masquerade state is removed by owner
+// even when the interface or the namespace is already gone.
+func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
+		errs = append(errs, err)
+	}
+	if a.Netns != "" {
+		if err := delLink(a.Netns, a.IfName); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if conf.IPMasq {
+		if err := masq.Teardown(nil, owner(conf, a)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// delLink deletes ifName in the namespace at path; a namespace or an
+// interface that no longer exists is success.
+func delLink(path, ifName string) error {
+	ns, err := netns.Open(path)
+	if errors.Is(err, netns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
+		return fmt.Errorf("failed to delete %q: %w", ifName, unwrap(err))
+	}
+	return nil
+}
+
+// cmdGC forwards GC to IPAM and collects masquerade state of this network
+// that belongs to none of the valid attachments; without a valid list,
+// nothing of ours is collected.
+func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := cni.DelegateGC(ctx, conf.IPAM.Type, a); err != nil {
+		errs = append(errs, err)
+	}
+	if conf.IPMasq {
+		atts, ok := conf.Attachments()
+		if !ok {
+			a.Logf("ptp: GC without cni.dev/valid-attachments: nothing collected")
+			return errors.Join(errs...)
+		}
+		valid := make([]nft.Owner, 0, len(atts))
+		for _, at := range atts {
+			valid = append(valid, nft.Owner{Network: conf.Name, ContainerID: at.ContainerID, IfName: at.IfName})
+		}
+		if err := masq.GC(nil, conf.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cmdStatus forwards STATUS to IPAM (unconditionally, as the reference:
+// ptp cannot work without IPAM).
+func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
+}
+
+func unwrap(err error) error {
+	var ne *netlinkx.Error
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
