@@ -16,7 +16,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean bench
+.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
 
 all: build
 
@@ -60,3 +60,8 @@ clean:
 # plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING tune it.
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
+
+# See it work: throwaway namespaces, ADD through the CLI, packets, CHECK, DEL,
+# nothing left behind (needs root).
+demo: build
+	$(GO) run ./demo -bin bin

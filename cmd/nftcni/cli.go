@@ -20,6 +20,20 @@ commands:
   install [-force] DIR copy this binary to DIR/nftcni and link every plugin name to it
   plugins              list the plugins this binary provides
 
+runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible):
+  add    <network> <netns>   attach the network to the namespace, print the result
+  check  <network> <netns>   CHECK the attachment against its cached result
+  del    <network> <netns>   detach (works when the namespace is already gone)
+  gc     <network> [<netns>] delete cached attachments whose namespace is gone, then GC
+  status <network> [<netns>] ask every plugin of the network whether it can ADD
+  validate <network>         check that every plugin exists and supports the version
+  run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
+                             run CMD in a throwaway namespace attached to the networks
+
+  Environment: NETCONFPATH (default /etc/cni/net.d), CNI_PATH (default /opt/cni/bin),
+  CNI_IFNAME (default eth0), CNI_ARGS (K=V;K2=V2), CAP_ARGS (JSON object),
+  NFTCNI_CACHE_DIR (default /var/lib/cni). "nftcni <command> -h" lists a command's flags.
+
 Started under a plugin's name (a link made by "install"), nftcni is that
 CNI plugin.
 `
@@ -40,17 +54,43 @@ func cli(args []string) int {
 		}
 	case "install":
 		err = install(args[1:])
+	case "add":
+		err = cmdAdd(args[1:], os.Stdout)
+	case "check":
+		err = cmdCheck(args[1:])
+	case "del":
+		err = cmdDel(args[1:])
+	case "gc":
+		err = cmdGC(args[1:], os.Stderr)
+	case "status":
+		err = cmdStatus(args[1:])
+	case "validate":
+		err = cmdValidate(args[1:], os.Stdout)
+	case "run":
+		err = cmdRun(args[1:], os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "nftcni: unknown command %q\n%s", args[0], usage)
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nftcni: %v\n", err)
-		return 1
+	var exit *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.As(err, &exit):
+		return exit.status
 	}
-	return 0
+	msg := err.Error()
+	// A plugin's error code says more than its text (STATUS: 50 or 51).
+	var ce *cni.Error
+	if errors.As(err, &ce) && ce.Code != cni.CodeUnknown {
+		msg += fmt.Sprintf(" (CNI error code %d)", ce.Code)
+	}
+	fmt.Fprintf(os.Stderr, "nftcni: %s\n", msg)
+	return 1
 }
 
 // install copies the running binary into dir and points one symlink per

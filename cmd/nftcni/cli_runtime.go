@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"crypto/sha512"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/cniruntime"
+	"github.com/nftcni/nftcni/netns"
+)
+
+// Environment variables the runtime commands read. The first five are
+// cnitool's, so scripts written for it keep working.
+const (
+	envNetConfPath = "NETCONFPATH"
+	envCNIPath     = "CNI_PATH"
+	envCNIIfname   = "CNI_IFNAME"
+	envCNIArgs     = "CNI_ARGS"
+	envCapArgs     = "CAP_ARGS"
+	envCacheDir    = "NFTCNI_CACHE_DIR"
+	envNetnsDir    = "NFTCNI_NETNS_DIR"
+
+	defaultCNIPath = "/opt/cni/bin"
+)
+
+// rtEnv is what every runtime command shares: where configs, plugins and
+// the cache live, and the per-attachment arguments from the environment.
+type rtEnv struct {
+	confDir string
+	runtime *cniruntime.Runtime
+	ifname  string
+	args    [][2]string
+	capArgs map[string]interface{}
+}
+
+// commonFlags are the flags every runtime command takes.
+type commonFlags struct {
+	cacheDir  *string
+	hostNetns *string
+}
+
+func addCommonFlags(fs *flag.FlagSet) commonFlags {
+	return commonFlags{
+		cacheDir: fs.String("cache-dir", os.Getenv(envCacheDir),
+			"result cache base directory (default $"+envCacheDir+" or "+cniruntime.DefaultCacheDir+")"),
+		hostNetns: fs.String("host-netns", "",
+			"run the plugins inside this network namespace instead of the current one"),
+	}
+}
+
+// loadEnv reads the environment the way cnitool does, with our defaults
+// for what cnitool leaves unset (CNI_PATH, the cache directory).
+func loadEnv(f commonFlags) (*rtEnv, error) {
+	e := &rtEnv{confDir: os.Getenv(envNetConfPath), ifname: os.Getenv(envCNIIfname)}
+	if e.confDir == "" {
+		e.confDir = cniruntime.DefaultConfDir
+	}
+	if e.ifname == "" {
+		e.ifname = "eth0"
+	}
+	path := os.Getenv(envCNIPath)
+	if path == "" {
+		path = defaultCNIPath
+	}
+	e.runtime = &cniruntime.Runtime{Path: filepath.SplitList(path), CacheDir: *f.cacheDir}
+	if p := *f.hostNetns; p != "" {
+		// Kept open for the life of the process: every plugin of the
+		// command starts from it.
+		ns, err := netns.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("host netns: %w", err)
+		}
+		e.runtime.HostNS = ns
+	}
+	if v := os.Getenv(envCNIArgs); v != "" {
+		args, err := parseCNIArgs(v)
+		if err != nil {
+			return nil, err
+		}
+		e.args = args
+	}
+	if v := os.Getenv(envCapArgs); v != "" {
+		if err := json.Unmarshal([]byte(v), &e.capArgs); err != nil {
+			return nil, fmt.Errorf("%s is not a JSON object: %w", envCapArgs, err)
+		}
+	}
+	return e, nil
+}
+
+// parseCNIArgs splits CNI_ARGS into pairs as cnitool does: every piece must
+// be exactly K=V with both sides non-empty.
+func parseCNIArgs(args string) ([][2]string, error) {
+	var out [][2]string
+	for _, pair := range strings.Split(args, ";") {
+		kv := strings.Split(pair, "=")
+		if len(kv) != 2 || kv[0] == "" || kv[1] == "" {
+			return nil, fmt.Errorf("invalid %s pair %q", envCNIArgs, pair)
+		}
+		out = append(out, [2]string{kv[0], kv[1]})
+	}
+	return out, nil
+}
+
+// loadNetwork loads a network by name, turning libcni's two "not there"
+// errors into one sentence that names the directory searched.
+func (e *rtEnv) loadNetwork(name string) (*cniruntime.NetworkConfigList, error) {
+	list, err := cniruntime.LoadNetworkConf(e.confDir, name)
+	var nf cniruntime.NotFoundError
+	var nc cniruntime.NoConfigsFoundError
+	switch {
+	case errors.As(err, &nf):
+		return nil, fmt.Errorf("network %q not found in %s", name, e.confDir)
+	case errors.As(err, &nc):
+		return nil, fmt.Errorf("network %q not found in %s (no configuration files there)", name, e.confDir)
+	case err != nil:
+		return nil, fmt.Errorf("loading network %q from %s: %w", name, e.confDir, err)
+	}
+	return list, nil
+}
+
+// cnitoolContainerID derives the container ID from the netns path exactly
+// as cnitool does, so an attachment made by either tool can be checked and
+// deleted by the other (they share the cache and IPAM reservations).
+func cnitoolContainerID(netnsPath string) string {
+	s := sha512.Sum512([]byte(netnsPath))
+	return fmt.Sprintf("cnitool-%x", s[:10])
+}
+
+// netnsState tells whether path still names a network namespace: yes for
+// an nsfs bind mount or a /proc/<pid>/ns/net link; no when it is gone or is
+// a plain file (the mount was removed); unknown when we cannot tell (no
+// permission), which callers treat as alive so nothing is torn down on a
+// guess.
+type netnsState int
+
+const (
+	netnsAlive netnsState = iota
+	netnsGone
+	netnsUnknown
+)
+
+func probeNetns(path string) (netnsState, error) {
+	if path == "" {
+		return netnsGone, errors.New("no netns path")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return netnsGone, fmt.Errorf("%s does not exist", path)
+		}
+		return netnsUnknown, fmt.Errorf("%s: %w", path, err)
+	}
+	switch uint64(st.Type) {
+	case unix.NSFS_MAGIC, unix.PROC_SUPER_MAGIC:
+		return netnsAlive, nil
+	}
+	return netnsGone, fmt.Errorf("%s is not a network namespace", path)
+}
+
+// attachArgs is the parsed "<network> <netns>" of add, check and del.
+type attachArgs struct {
+	env  *rtEnv
+	list *cniruntime.NetworkConfigList
+	rt   *cniruntime.RuntimeConf
+}
+
+func parseAttach(cmd string, args []string, needNetns bool) (*attachArgs, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	common := addCommonFlags(fs)
+	cid := fs.String("container-id", "", "container ID (default: derived from the netns path, as cnitool does)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID] <network> <netns>\n", cmd)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, errUsage
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return nil, errUsage
+	}
+	env, err := loadEnv(common)
+	if err != nil {
+		return nil, err
+	}
+	list, err := env.loadNetwork(fs.Arg(0))
+	if err != nil {
+		return nil, err
+	}
+	nsPath, err := filepath.Abs(fs.Arg(1))
+	if err != nil {
+		return nil, err
+	}
+	if needNetns {
+		// DEL must work when the namespace is already gone; ADD and
+		// CHECK cannot, so say so before any plugin runs.
+		if state, err := probeNetns(nsPath); state != netnsAlive {
+			return nil, fmt.Errorf("netns %s: %w", fs.Arg(1), err)
+		}
+	}
+	id := *cid
+	if id == "" {
+		id = cnitoolContainerID(nsPath)
+	}
+	return &attachArgs{env: env, list: list, rt: &cniruntime.RuntimeConf{
+		ContainerID:    id,
+		NetNS:          nsPath,
+		IfName:         env.ifname,
+		Args:           env.args,
+		CapabilityArgs: env.capArgs,
+	}}, nil
+}
+
+// errUsage makes the CLI exit with status 2 after the flag package (or we)
+// printed the usage.
+var errUsage = errors.New("usage")
+
+func cmdAdd(args []string, stdout io.Writer) error {
+	a, err := parseAttach("add", args, true)
+	if err != nil {
+		return err
+	}
+	res, err := a.env.runtime.AddNetworkList(context.Background(), a.list, a.rt)
+	if err != nil {
+		return err
+	}
+	out, err := cni.Encode(res, res.CNIVersion)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(append(out, '\n'))
+	return err
+}
+
+func cmdCheck(args []string) error {
+	a, err := parseAttach("check", args, true)
+	if err != nil {
+		return err
+	}
+	return a.env.runtime.CheckNetworkList(context.Background(), a.list, a.rt)
+}
+
+func cmdDel(args []string) error {
+	a, err := parseAttach("del", args, false)
+	if err != nil {
+		return err
+	}
+	return a.env.runtime.DelNetworkList(context.Background(), a.list, a.rt)
+}
+
+// parseNetworkOnly parses "<network> [<netns>]" for gc, status and
+// validate; the netns is accepted for cnitool compatibility and ignored.
+func parseNetworkOnly(cmd string, args []string, maxArgs int) (*rtEnv, *cniruntime.NetworkConfigList, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	common := addCommonFlags(fs)
+	fs.Usage = func() {
+		extra := ""
+		if maxArgs > 1 {
+			extra = " [<netns>]"
+		}
+		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] <network>%s\n", cmd, extra)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, errUsage
+	}
+	if fs.NArg() < 1 || fs.NArg() > maxArgs {
+		fs.Usage()
+		return nil, nil, errUsage
+	}
+	env, err := loadEnv(common)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := env.loadNetwork(fs.Arg(0))
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, list, nil
+}
+
+// cmdGC garbage-collects a network. cnitool passes no attachment list, so
+// libcni deletes every cached attachment of the network — live containers
+// included. We pass the cached attachments whose namespace still exists as
+// the valid ones instead: only attachments whose container is gone are
+// deleted, and plugins are told exactly which ones to keep.
+func cmdGC(args []string, stderr io.Writer) error {
+	env, list, err := parseNetworkOnly("gc", args, 2)
+	if err != nil {
+		return err
+	}
+	atts, err := env.runtime.GetCachedAttachments("")
+	if err != nil {
+		return fmt.Errorf("reading the result cache: %w", err)
+	}
+	valid := []cni.Attachment{}
+	for _, a := range atts {
+		if a.Network != list.Name {
+			continue
+		}
+		state, why := probeNetns(a.NetNS)
+		if state == netnsGone {
+			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, why)
+			continue
+		}
+		valid = append(valid, cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	return env.runtime.GCNetworkList(context.Background(), list, &cniruntime.GCArgs{ValidAttachments: valid})
+}
+
+func cmdStatus(args []string) error {
+	env, list, err := parseNetworkOnly("status", args, 2)
+	if err != nil {
+		return err
+	}
+	return env.runtime.GetStatusNetworkList(context.Background(), list)
+}
+
+// cmdValidate checks that every plugin of the network is installed and
+// supports the network's version, and prints what the network is made of.
+func cmdValidate(args []string, stdout io.Writer) error {
+	env, list, err := parseNetworkOnly("validate", args, 1)
+	if err != nil {
+		return err
+	}
+	caps, err := env.runtime.ValidateNetworkList(context.Background(), list)
+	if err != nil {
+		return fmt.Errorf("network %q: %w", list.Name, err)
+	}
+	var types []string
+	for _, p := range list.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	capText := "none"
+	if len(caps) > 0 {
+		capText = strings.Join(caps, ", ")
+	}
+	v := list.CNIVersion
+	if v == "" {
+		v = `"" (0.1.0)`
+	}
+	_, err = fmt.Fprintf(stdout, "network %q: ok\ncniVersion: %s\nplugins: %s\ncapabilities: %s\n",
+		list.Name, v, strings.Join(types, ", "), capText)
+	return err
+}

@@ -1,0 +1,427 @@
+package cniruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netns"
+)
+
+// ErrCheckNotSupported is wrapped by CHECK on a list older than 0.4.0; the
+// text completes libcni's `configuration version "<v>" does not support the
+// CHECK command`.
+var ErrCheckNotSupported = errors.New("does not support the CHECK command")
+
+// Runtime runs network configurations the way libcni does. The zero value
+// works (no plugin path, default cache dir, the process's environment and
+// namespace); a Runtime holds no state besides its settings, so one value
+// may serve concurrent operations on different attachments.
+type Runtime struct {
+	// Path is the list of directories searched for plugin binaries, in
+	// order; it also becomes the plugins' CNI_PATH.
+	Path []string
+	// CacheDir is the result cache's base directory; empty means
+	// DefaultCacheDir.
+	CacheDir string
+	// HostNS, when set, is the network namespace plugins are started in —
+	// their "host" side. Tests, benchmarks and the CLI (-host-netns) use
+	// it to keep a throwaway namespace between the plugins and the
+	// machine. Nil means the namespace of the calling thread.
+	HostNS *netns.NS
+	// Env is the environment plugins inherit before the CNI variables are
+	// set; nil means os.Environ(), as with libcni.
+	Env []string
+	// Stderr receives what a successful plugin wrote to stderr; nil means
+	// os.Stderr. A failed plugin's stderr is used for its error message.
+	Stderr io.Writer
+}
+
+func (r *Runtime) stderr() io.Writer {
+	if r.Stderr != nil {
+		return r.Stderr
+	}
+	return os.Stderr
+}
+
+// RuntimeConf is one attachment's runtime arguments.
+type RuntimeConf struct {
+	ContainerID string
+	NetNS       string
+	IfName      string
+	// Args become CNI_ARGS, joined as k=v with ";" and no escaping.
+	Args [][2]string
+	// CapabilityArgs are the runtime's capability values (portMappings,
+	// ips, mac, ...); each plugin gets, as runtimeConfig, those it enables.
+	CapabilityArgs map[string]interface{}
+}
+
+// GCArgs is the runtime's view of what is still in use.
+type GCArgs struct {
+	// ValidAttachments are the attachments that must survive; everything
+	// else of the network may be released. A nil slice is sent as an
+	// empty list (libcni would send null, which plugins cannot tell from
+	// "no list").
+	ValidAttachments []cni.Attachment
+}
+
+// pluginDescription names a plugin in chain errors: type="x", plus
+// name="y" when the plugin object has its own name.
+func pluginDescription(net *PluginConf) string {
+	if net == nil {
+		return "<missing>"
+	}
+	out := fmt.Sprintf("type=%q", net.Type)
+	if net.Name != "" {
+		out += fmt.Sprintf(" name=%q", net.Name)
+	}
+	return out
+}
+
+// errNoRuntimeConf refuses a nil RuntimeConf: an attachment needs one.
+var errNoRuntimeConf = errors.New("no runtime conf")
+
+// checkList refuses a hand-built list with holes in it, so the operations
+// below never dereference a nil plugin (lists from the loader are whole).
+func checkList(list *NetworkConfigList) error {
+	if list == nil {
+		return errors.New("no network config list")
+	}
+	for i, p := range list.Plugins {
+		if p == nil || p.Network == nil {
+			return fmt.Errorf("network %q: plugin %d has no decoded config (build it with NetworkPluginConfFromBytes)", list.Name, i)
+		}
+	}
+	return nil
+}
+
+// validateAdd applies libcni's pre-ADD checks on the container ID, network
+// name and interface name; the plugin would refuse them anyway, but this
+// way a bad value never reaches a plugin.
+func validateAdd(name string, rt *RuntimeConf) error {
+	if err := cni.ValidateContainerID(rt.ContainerID); err != nil {
+		return err
+	}
+	if name == "" {
+		// libcni's text has a trailing colon here, unlike the dispatcher's.
+		return cni.NewError(cni.CodeInvalidNetworkConfig, "missing network name:", "")
+	}
+	if err := cni.ValidateNetworkName(name); err != nil {
+		return err
+	}
+	if err := cni.ValidateIfName(rt.IfName); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *Runtime) addNetwork(ctx context.Context, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) (*cni.Result, error) {
+	pluginPath, err := r.findPlugin(net)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateAdd(name, rt); err != nil {
+		return nil, err
+	}
+	newConf, err := buildOneConfig(name, cniVersion, net, prevResult, rt)
+	if err != nil {
+		return nil, err
+	}
+	return r.execWithResult(ctx, pluginPath, newConf.Bytes, r.pluginEnv("ADD", rt))
+}
+
+// AddNetworkList runs ADD on every plugin, first to last, each getting the
+// previous plugin's result as prevResult in the version that plugin printed.
+// The cache is written only once the whole chain succeeded; the returned
+// result is the last plugin's, in its version. On failure nothing is undone:
+// as with libcni, the caller is expected to call DelNetworkList.
+func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) (*cni.Result, error) {
+	if err := checkList(list); err != nil {
+		return nil, err
+	}
+	if rt == nil {
+		return nil, errNoRuntimeConf
+	}
+	var result *cni.Result
+	for _, net := range list.Plugins {
+		var err error
+		result, err = r.addNetwork(ctx, list.Name, list.CNIVersion, net, result, rt)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s failed (add): %w", pluginDescription(net.Network), err)
+		}
+	}
+	if result == nil {
+		return nil, fmt.Errorf("network %q has no plugins", list.Name)
+	}
+	if err := r.cacheAdd(result, list.Bytes, list.Name, rt); err != nil {
+		return nil, fmt.Errorf("failed to set network %q cached result: %w", list.Name, err)
+	}
+	return result, nil
+}
+
+func (r *Runtime) checkNetwork(ctx context.Context, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) error {
+	pluginPath, err := r.findPlugin(net)
+	if err != nil {
+		return err
+	}
+	newConf, err := buildOneConfig(name, cniVersion, net, prevResult, rt)
+	if err != nil {
+		return err
+	}
+	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv("CHECK", rt))
+	return err
+}
+
+// CheckNetworkList runs CHECK on every plugin, first to last, each with the
+// cached ADD result (converted to the list's version) as prevResult, and
+// stops at the first failure, returning the plugin's error unwrapped as
+// libcni does. Lists older than 0.4.0 cannot be checked; disableCheck makes
+// it a no-op.
+func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
+	if err := checkList(list); err != nil {
+		return err
+	}
+	if rt == nil {
+		return errNoRuntimeConf
+	}
+	if ok, err := greaterThanOrEqual(list.CNIVersion, "0.4.0"); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("configuration version %q %w", list.CNIVersion, ErrCheckNotSupported)
+	}
+	if list.DisableCheck {
+		return nil
+	}
+	cachedResult, err := r.getCachedResult(list.Name, list.CNIVersion, rt)
+	if err != nil {
+		return fmt.Errorf("failed to get network %q cached result: %w", list.Name, err)
+	}
+	for _, net := range list.Plugins {
+		if err := r.checkNetwork(ctx, list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) delNetwork(ctx context.Context, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) error {
+	pluginPath, err := r.findPlugin(net)
+	if err != nil {
+		return err
+	}
+	newConf, err := buildOneConfig(name, cniVersion, net, prevResult, rt)
+	if err != nil {
+		return err
+	}
+	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv("DEL", rt))
+	return err
+}
+
+// DelNetworkList runs DEL on every plugin, last to first, stopping at the
+// first failure. From 0.4.0 on, each plugin gets the cached ADD result as
+// prevResult; a cache entry that cannot be read or converted is removed and
+// DEL goes on without one, because DEL must be able to finish. The cache
+// entry is removed after success and kept after a failure, so a retried DEL
+// still has it.
+func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, rt *RuntimeConf) error {
+	if err := checkList(list); err != nil {
+		return err
+	}
+	if rt == nil {
+		return errNoRuntimeConf
+	}
+	var cachedResult *cni.Result
+	if ok, err := greaterThanOrEqual(list.CNIVersion, "0.4.0"); err != nil {
+		return err
+	} else if ok {
+		if cachedResult, err = r.getCachedResult(list.Name, list.CNIVersion, rt); err != nil {
+			_ = r.cacheDel(list.Name, rt)
+			cachedResult = nil
+		}
+	}
+	for i := len(list.Plugins) - 1; i >= 0; i-- {
+		net := list.Plugins[i]
+		if err := r.delNetwork(ctx, list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
+			return fmt.Errorf("plugin %s failed (delete): %w", pluginDescription(net.Network), err)
+		}
+	}
+	_ = r.cacheDel(list.Name, rt)
+	return nil
+}
+
+// ValidateNetworkList checks that every plugin of list exists and supports
+// the list's version (asking each with VERSION), and returns the
+// capabilities the plugins enable, sorted. All problems are reported
+// together, in libcni's "[err1 err2]" form.
+func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigList) ([]string, error) {
+	if err := checkList(list); err != nil {
+		return nil, err
+	}
+	caps := map[string]struct{}{}
+	var errs []error
+	for _, net := range list.Plugins {
+		if err := r.validatePlugin(ctx, net.Network.Type, list.CNIVersion); err != nil {
+			errs = append(errs, err)
+		}
+		for c, enabled := range net.Network.Capabilities {
+			if enabled {
+				caps[c] = struct{}{}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%v", errs)
+	}
+	cc := make([]string, 0, len(caps))
+	for c := range caps {
+		cc = append(cc, c)
+	}
+	sort.Strings(cc)
+	return cc, nil
+}
+
+func (r *Runtime) validatePlugin(ctx context.Context, pluginName, expectedVersion string) error {
+	pluginPath, err := cni.FindInPath(pluginName, r.Path)
+	if err != nil {
+		return err
+	}
+	if expectedVersion == "" {
+		expectedVersion = "0.1.0"
+	}
+	vi, err := r.versionInfo(ctx, pluginPath)
+	if err != nil {
+		return err
+	}
+	if vi.Supports(expectedVersion) {
+		return nil
+	}
+	return fmt.Errorf("plugin %s does not support config version %q", pluginName, expectedVersion)
+}
+
+// GetVersionInfo asks the plugin called pluginType which spec versions it
+// supports.
+func (r *Runtime) GetVersionInfo(ctx context.Context, pluginType string) (*PluginInfo, error) {
+	pluginPath, err := cni.FindInPath(pluginType, r.Path)
+	if err != nil {
+		return nil, err
+	}
+	return r.versionInfo(ctx, pluginPath)
+}
+
+// GCNetworkList garbage-collects list (protocol.md §15.3): every cached
+// attachment of this network not named in args is deleted with a full DEL
+// of the current config, then, for 1.1.0 lists, every plugin gets GC with
+// the valid attachments so it can release whatever else it holds. Errors
+// are collected and returned together; disableGC makes it a no-op. With nil
+// args no attachment is valid and the plugins get no list at all (what
+// cnitool does). An unreadable cache directory makes the whole call a silent
+// success, as in libcni.
+func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, args *GCArgs) error {
+	if err := checkList(list); err != nil {
+		return err
+	}
+	if list.DisableGC {
+		return nil
+	}
+	cachedAttachments, err := r.GetCachedAttachments("")
+	if err != nil {
+		return nil
+	}
+	var valid map[cni.Attachment]bool
+	if args != nil {
+		valid = make(map[cni.Attachment]bool, len(args.ValidAttachments))
+		for _, a := range args.ValidAttachments {
+			valid[a] = true
+		}
+	}
+	var errs []error
+	for _, ca := range cachedAttachments {
+		if ca.Network != list.Name {
+			continue
+		}
+		if valid[cni.Attachment{ContainerID: ca.ContainerID, IfName: ca.IfName}] {
+			continue
+		}
+		rt := RuntimeConf{
+			ContainerID:    ca.ContainerID,
+			NetNS:          ca.NetNS,
+			IfName:         ca.IfName,
+			Args:           ca.CniArgs,
+			CapabilityArgs: ca.CapabilityArgs,
+		}
+		if err := r.DelNetworkList(ctx, list, &rt); err != nil {
+			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", rt.ContainerID, rt.IfName, err))
+		}
+	}
+
+	if ok, _ := greaterThanOrEqual(list.CNIVersion, "1.1.0"); ok {
+		inject := map[string]interface{}{
+			"name":       list.Name,
+			"cniVersion": list.CNIVersion,
+		}
+		if args != nil {
+			atts := args.ValidAttachments
+			if atts == nil {
+				atts = []cni.Attachment{}
+			}
+			inject["cni.dev/valid-attachments"] = atts
+			// The spec once named the key this way; plugins written
+			// against it still read it.
+			inject["cni.dev/attachments"] = atts
+		}
+		for _, plugin := range list.Plugins {
+			pluginConfig, err := InjectConf(plugin, inject)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("failed to generate configuration to GC plugin %s: %w", plugin.Network.Type, err))
+				continue
+			}
+			if err := r.gcNetwork(ctx, pluginConfig); err != nil {
+				errs = append(errs, fmt.Errorf("failed to GC plugin %s: %w", plugin.Network.Type, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runtime) gcNetwork(ctx context.Context, net *PluginConfig) error {
+	pluginPath, err := r.findPlugin(net)
+	if err != nil {
+		return err
+	}
+	_, err = r.execPlugin(ctx, pluginPath, net.Bytes, r.pluginEnv("GC", nil))
+	return err
+}
+
+// GetStatusNetworkList asks every plugin, first to last, whether it can
+// serve ADD, and returns the first failure unwrapped (its code, 50 or 51,
+// is the answer). Lists older than 1.1.0 have no STATUS: success.
+func (r *Runtime) GetStatusNetworkList(ctx context.Context, list *NetworkConfigList) error {
+	if err := checkList(list); err != nil {
+		return err
+	}
+	if ok, _ := greaterThanOrEqual(list.CNIVersion, "1.1.0"); !ok {
+		return nil
+	}
+	inject := map[string]interface{}{
+		"name":       list.Name,
+		"cniVersion": list.CNIVersion,
+	}
+	for _, plugin := range list.Plugins {
+		pluginConfig, err := InjectConf(plugin, inject)
+		if err != nil {
+			return fmt.Errorf("failed to generate configuration to get plugin STATUS %s: %w", plugin.Network.Type, err)
+		}
+		pluginPath, err := r.findPlugin(pluginConfig)
+		if err != nil {
+			return err
+		}
+		if _, err := r.execPlugin(ctx, pluginPath, pluginConfig.Bytes, r.pluginEnv("STATUS", nil)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,393 @@
+package cniruntime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/cniruntime/internal/types"
+)
+
+// DefaultConfDir is where runtimes look for network configurations unless
+// told otherwise (NETCONFPATH for cnitool and our CLI).
+const DefaultConfDir = "/etc/cni/net.d"
+
+// PluginConf is the decoded view of one plugin object: type, name,
+// capabilities and the other keys every plugin shares. It has the upstream
+// library's shape so malformed values are refused with the same errors.
+type PluginConf = types.PluginConf
+
+// PluginConfig is one plugin of a network: its decoded common keys and the
+// exact bytes its stdin is built from.
+type PluginConfig struct {
+	Network *PluginConf
+	// Bytes is the plugin object as compact JSON with sorted keys (it went
+	// through a generic-object round trip at load time, as in libcni).
+	Bytes []byte
+}
+
+// NetworkConfigList is a loaded network: a conflist, or a single-plugin
+// .conf/.json file wrapped into a one-element list.
+type NetworkConfigList struct {
+	Name string
+	// CNIVersion is the negotiated version (protocol.md §6.1) injected into
+	// every plugin's stdin.
+	CNIVersion             string
+	DisableCheck           bool
+	DisableGC              bool
+	LoadOnlyInlinedPlugins bool
+	Plugins                []*PluginConfig
+	// Bytes is what the result cache stores as "config": the file as read
+	// for a conflist, the generated wrapper list for a single-plugin file.
+	Bytes []byte
+}
+
+// NotFoundError says no configuration in Dir defines the network Name. The
+// text is libcni's, since runtimes and scripts match on it.
+type NotFoundError struct {
+	Dir  string
+	Name string
+}
+
+func (e NotFoundError) Error() string {
+	return fmt.Sprintf(`no net configuration with name "%s" in %s`, e.Name, e.Dir)
+}
+
+// NoConfigsFoundError says Dir holds no configuration file at all (or does
+// not exist).
+type NoConfigsFoundError struct {
+	Dir string
+}
+
+func (e NoConfigsFoundError) Error() string {
+	return fmt.Sprintf(`no net configurations found in %s`, e.Dir)
+}
+
+// NetworkPluginConfFromBytes decodes one plugin object. A missing "type" is
+// an error because without it there is no binary to run.
+func NetworkPluginConfFromBytes(pluginConfBytes []byte) (*PluginConfig, error) {
+	conf := &PluginConfig{Bytes: pluginConfBytes, Network: &PluginConf{}}
+	if err := json.Unmarshal(pluginConfBytes, conf.Network); err != nil {
+		return nil, fmt.Errorf("error parsing configuration: %w", err)
+	}
+	if conf.Network.Type == "" {
+		return nil, fmt.Errorf("error parsing configuration: missing 'type'")
+	}
+	return conf, nil
+}
+
+// NetworkPluginConfsFromFiles loads the extra plugin objects libcni appends
+// to a conflist that does not set loadOnlyInlinedPlugins: every *.conf file
+// in <dir>/<networkName>/. A missing directory means none.
+func NetworkPluginConfsFromFiles(networkConfPath, networkName string) ([]*PluginConfig, error) {
+	var pConfs []*PluginConfig
+	pluginConfPath := filepath.Join(networkConfPath, networkName)
+	pluginConfFiles, err := ConfFiles(pluginConfPath, []string{".conf"})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read plugin config files in %s: %w", pluginConfPath, err)
+	}
+	for _, pluginConfFile := range pluginConfFiles {
+		pluginConfBytes, err := os.ReadFile(pluginConfFile)
+		if err != nil {
+			return nil, fmt.Errorf("error reading %s: %w", pluginConfFile, err)
+		}
+		pluginConf, err := NetworkPluginConfFromBytes(pluginConfBytes)
+		if err != nil {
+			return nil, err
+		}
+		pConfs = append(pConfs, pluginConf)
+	}
+	return pConfs, nil
+}
+
+// NetworkConfFromBytes parses a conflist, negotiating the version from
+// cniVersion and cniVersions (protocol.md §6.1). A list without "plugins" is
+// accepted here (its plugins may come from a directory); the file loader
+// refuses it when it ends up empty.
+func NetworkConfFromBytes(confBytes []byte) (*NetworkConfigList, error) {
+	rawList := make(map[string]interface{})
+	if err := json.Unmarshal(confBytes, &rawList); err != nil {
+		return nil, fmt.Errorf("error parsing configuration list: %w", err)
+	}
+
+	rawName, ok := rawList["name"]
+	if !ok {
+		return nil, fmt.Errorf("error parsing configuration list: no name")
+	}
+	name, ok := rawName.(string)
+	if !ok {
+		return nil, fmt.Errorf("error parsing configuration list: invalid name type %T", rawName)
+	}
+
+	var cniVersion string
+	if rawVersion, ok := rawList["cniVersion"]; ok {
+		cniVersion, ok = rawVersion.(string)
+		if !ok {
+			return nil, fmt.Errorf("error parsing configuration list: invalid cniVersion type %T", rawVersion)
+		}
+	}
+
+	if rawVersions, ok := rawList["cniVersions"]; ok {
+		rvs, ok := rawVersions.([]interface{})
+		if !ok {
+			// libcni prints the type of the failed assertion's result,
+			// which is always []interface {}; kept for identical text.
+			return nil, fmt.Errorf("error parsing configuration list: invalid type for cniVersions: %T", rvs)
+		}
+		vs := make([]string, 0, len(rvs))
+		for i, rv := range rvs {
+			v, ok := rv.(string)
+			if !ok {
+				return nil, fmt.Errorf("error parsing configuration list: invalid type for cniVersions index %d: %T", i, rv)
+			}
+			gt, err := greaterThan(v, cni.CurrentVersion)
+			if err != nil {
+				return nil, fmt.Errorf("error parsing configuration list: invalid cniVersions entry %s at index %d: %w", v, i, err)
+			} else if !gt {
+				// Versions newer than what we speak are skipped, so a
+				// config can list future versions for future runtimes.
+				vs = append(vs, v)
+			}
+		}
+		if cniVersion != "" {
+			gt, err := greaterThan(cniVersion, cni.CurrentVersion)
+			if err != nil {
+				return nil, fmt.Errorf("error parsing configuration list: invalid cniVersion %s: %w", cniVersion, err)
+			} else if !gt {
+				vs = append(vs, cniVersion)
+			}
+		}
+		// The same comparator and sort as libcni, so that numerically equal
+		// spellings ("1.1" and "1.1.0") end up in the same order.
+		slices.SortFunc(vs, func(v1, v2 string) int {
+			if v1 == v2 {
+				return 0
+			}
+			if gt, _ := greaterThan(v1, v2); gt {
+				return 1
+			}
+			return -1
+		})
+		if len(vs) > 0 {
+			cniVersion = vs[len(vs)-1]
+		}
+	}
+
+	readBool := func(key string) (bool, error) {
+		rawVal, ok := rawList[key]
+		if !ok {
+			return false, nil
+		}
+		if b, ok := rawVal.(bool); ok {
+			return b, nil
+		}
+		s, ok := rawVal.(string)
+		if !ok {
+			return false, fmt.Errorf("error parsing configuration list: invalid type %T for %s", rawVal, key)
+		}
+		s = strings.ToLower(s)
+		switch s {
+		case "false":
+			return false, nil
+		case "true":
+			return true, nil
+		}
+		return false, fmt.Errorf("error parsing configuration list: invalid value %q for %s", s, key)
+	}
+	disableCheck, err := readBool("disableCheck")
+	if err != nil {
+		return nil, err
+	}
+	disableGC, err := readBool("disableGC")
+	if err != nil {
+		return nil, err
+	}
+	loadOnlyInlinedPlugins, err := readBool("loadOnlyInlinedPlugins")
+	if err != nil {
+		return nil, err
+	}
+
+	list := &NetworkConfigList{
+		Name:                   name,
+		DisableCheck:           disableCheck,
+		DisableGC:              disableGC,
+		LoadOnlyInlinedPlugins: loadOnlyInlinedPlugins,
+		CNIVersion:             cniVersion,
+		Bytes:                  confBytes,
+	}
+
+	plug, ok := rawList["plugins"]
+	if !ok && loadOnlyInlinedPlugins {
+		return nil, fmt.Errorf("error parsing configuration list: `loadOnlyInlinedPlugins` is true, and no 'plugins' key")
+	} else if !ok {
+		return list, nil
+	}
+	plugins, ok := plug.([]interface{})
+	if !ok {
+		return nil, fmt.Errorf("error parsing configuration list: invalid 'plugins' type %T", plug)
+	}
+	if len(plugins) == 0 {
+		return nil, fmt.Errorf("error parsing configuration list: no plugins in list")
+	}
+	for i, conf := range plugins {
+		newBytes, err := json.Marshal(conf)
+		if err != nil {
+			return nil, fmt.Errorf("failed to marshal plugin config %d: %w", i, err)
+		}
+		netConf, err := NetworkPluginConfFromBytes(newBytes)
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse plugin config %d: %w", i, err)
+		}
+		list.Plugins = append(list.Plugins, netConf)
+	}
+	return list, nil
+}
+
+// NetworkConfFromFile loads a conflist file, adding the plugins found in
+// <dir>/<name>/*.conf unless the list sets loadOnlyInlinedPlugins.
+func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
+	bytes, err := os.ReadFile(filename)
+	if err != nil {
+		return nil, fmt.Errorf("error reading %s: %w", filename, err)
+	}
+	conf, err := NetworkConfFromBytes(bytes)
+	if err != nil {
+		return nil, err
+	}
+	if !conf.LoadOnlyInlinedPlugins {
+		plugins, err := NetworkPluginConfsFromFiles(filepath.Dir(filename), conf.Name)
+		if err != nil {
+			return nil, err
+		}
+		conf.Plugins = append(conf.Plugins, plugins...)
+	}
+	if len(conf.Plugins) == 0 {
+		return nil, fmt.Errorf("no plugin configs found")
+	}
+	return conf, nil
+}
+
+// ConfFiles lists the regular entries of dir whose extension is one of
+// extensions, in directory order. A missing directory is not an error: it
+// simply holds no configuration.
+func ConfFiles(dir string, extensions []string) ([]string, error) {
+	files, err := os.ReadDir(dir)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	default:
+		return nil, err
+	}
+	confFiles := []string{}
+	for _, f := range files {
+		if f.IsDir() {
+			continue
+		}
+		fileExt := filepath.Ext(f.Name())
+		for _, ext := range extensions {
+			if fileExt == ext {
+				confFiles = append(confFiles, filepath.Join(dir, f.Name()))
+			}
+		}
+	}
+	return confFiles, nil
+}
+
+// loadConf finds a single-plugin file (.conf or .json) defining name. Like
+// libcni, the first file that fails to parse aborts the search: a broken
+// file is reported rather than silently skipped.
+func loadConf(dir, name string) (*PluginConfig, error) {
+	files, err := ConfFiles(dir, []string{".conf", ".json"})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(files) == 0:
+		return nil, NoConfigsFoundError{Dir: dir}
+	}
+	sort.Strings(files)
+	for _, confFile := range files {
+		bytes, err := os.ReadFile(confFile)
+		if err != nil {
+			return nil, fmt.Errorf("error reading %s: %w", confFile, err)
+		}
+		conf, err := NetworkPluginConfFromBytes(bytes)
+		if err != nil {
+			return nil, err
+		}
+		if conf.Network.Name == name {
+			return conf, nil
+		}
+	}
+	return nil, NotFoundError{dir, name}
+}
+
+// LoadNetworkConf loads network name from dir with libcni's selection rules:
+// every *.conflist in name order first (the first whose name matches wins,
+// and any unparsable one is an error); then the single-plugin *.conf and
+// *.json files the same way, wrapped into a one-plugin list.
+func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
+	files, err := ConfFiles(dir, []string{".conflist"})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	for _, confFile := range files {
+		conf, err := NetworkConfFromFile(confFile)
+		if err != nil {
+			return nil, err
+		}
+		if conf.Name == name {
+			return conf, nil
+		}
+	}
+	singleConf, err := loadConf(dir, name)
+	if err != nil {
+		var ncfErr NoConfigsFoundError
+		if len(files) != 0 && errors.As(err, &ncfErr) {
+			// There were conflists, just none with this name.
+			return nil, NotFoundError{dir, name}
+		}
+		return nil, err
+	}
+	return ConfListFromConf(singleConf)
+}
+
+// ConfListFromConf wraps a single plugin config into a list named after it,
+// with the plugin's cniVersion. The wrapper's JSON becomes the list's Bytes
+// (and so the cached "config"), exactly as libcni generates it.
+func ConfListFromConf(original *PluginConfig) (*NetworkConfigList, error) {
+	rawConfig := make(map[string]interface{})
+	if err := json.Unmarshal(original.Bytes, &rawConfig); err != nil {
+		return nil, err
+	}
+	rawConfigList := map[string]interface{}{
+		"name":       original.Network.Name,
+		"cniVersion": original.Network.CNIVersion,
+		"plugins":    []interface{}{rawConfig},
+	}
+	b, err := json.Marshal(rawConfigList)
+	if err != nil {
+		return nil, err
+	}
+	return NetworkConfFromBytes(b)
+}
+
+// greaterThan compares versions numerically with libcni's parse errors.
+func greaterThan(v, other string) (bool, error) {
+	c, err := cni.CompareVersions(v, other)
+	return c > 0, err
+}
+
+// greaterThanOrEqual compares versions numerically with libcni's parse
+// errors.
+func greaterThanOrEqual(v, other string) (bool, error) {
+	c, err := cni.CompareVersions(v, other)
+	return c >= 0, err
+}
