@@ -5,182 +5,67 @@
 // instead of after their timeouts — what matters when an address moves to a
 // new container with a new MAC.
 //
-// The frames are built by hand on plain sockets (AF_PACKET for ARP, a raw
-// ICMPv6 socket for the advertisement); no external tool or library is
-// involved. Sockets are opened inside the target namespace, so the caller's
-// thread never changes namespace.
+// The kernel sends both itself: with net.ipv4.conf.<if>.arp_notify and
+// net.ipv6.conf.<if>.ndisc_notify set, a NETDEV_CHANGEADDR event makes it
+// announce every usable address of the link (inetdev_event and
+// ndisc_netdev_event), and setting a link's MAC address — even to its
+// current value — raises that event. We do exactly that over rtnetlink.
+//
+// Why not build the frames ourselves: sending an ARP frame needs an
+// AF_PACKET socket, and closing one always waits for an RCU grace period
+// (packet_release calls synchronize_net), about 10 ms here — more than the
+// rest of a bridge ADD. The kernel's own announcements cost one netlink
+// request.
 package announce
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 )
 
-// htons converts a 16-bit value to network byte order for socket calls.
-func htons(v uint16) uint16 {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], v)
-	return binary.NativeEndian.Uint16(b[:])
-}
-
-// inNS runs fn inside ns, or directly when ns is nil.
-func inNS(ns *netns.NS, fn func() error) error {
-	if ns == nil {
-		return fn()
-	}
-	return ns.Do(fn)
-}
-
-// Addresses announces every address in addrs on ifName in ns (nil: the
-// calling thread's namespace): a gratuitous ARP for each IPv4 address, an
-// unsolicited neighbour advertisement for each IPv6 address that is not
-// link-local. It keeps going after a failure and returns all errors joined.
+// Addresses announces the addresses of ifName in ns (nil: the calling
+// thread's namespace). addrs says which families to announce: any IPv4
+// address enables the gratuitous ARP, any IPv6 address that is not
+// link-local the neighbour advertisement. The kernel then announces every
+// address of that family on the link that is not tentative.
 func Addresses(ns *netns.NS, ifName string, addrs []netip.Addr) error {
-	var errs []error
+	var v4, v6 bool
 	for _, a := range addrs {
-		var err error
-		switch {
-		case a.Is4():
-			err = GratuitousARP(ns, ifName, a)
-		case a.Is6() && !a.IsLinkLocalUnicast():
-			err = UnsolicitedNA(ns, ifName, a)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		v4 = v4 || a.Is4()
+		v6 = v6 || a.Is6() && !a.IsLinkLocalUnicast()
 	}
-	return errors.Join(errs...)
-}
-
-// ARPFrame returns the 28-byte ARP payload of a gratuitous ARP request for
-// ip from mac: sender and target protocol address both ip, target hardware
-// address zero (RFC 5227 §3 "ARP Announcement").
-func ARPFrame(mac net.HardwareAddr, ip netip.Addr) []byte {
-	b := make([]byte, 28)
-	binary.BigEndian.PutUint16(b[0:2], 1)      // hardware type: Ethernet
-	binary.BigEndian.PutUint16(b[2:4], 0x0800) // protocol type: IPv4
-	b[4] = 6                                   // hardware address length
-	b[5] = 4                                   // protocol address length
-	binary.BigEndian.PutUint16(b[6:8], 1)      // operation: request
-	copy(b[8:14], mac)
-	a := ip.As4()
-	copy(b[14:18], a[:])
-	// b[18:24]: target hardware address, zero
-	copy(b[24:28], a[:])
-	return b
-}
-
-// GratuitousARP broadcasts a gratuitous ARP request for ip out of ifName.
-func GratuitousARP(ns *netns.NS, ifName string, ip netip.Addr) error {
-	if !ip.Is4() {
-		return fmt.Errorf("gratuitous ARP for %s: not an IPv4 address", ip)
-	}
-	return inNS(ns, func() error {
-		ifi, err := net.InterfaceByName(ifName)
-		if err != nil {
-			return fmt.Errorf("gratuitous ARP for %s on %s: %w", ip, ifName, err)
-		}
-		if len(ifi.HardwareAddr) != 6 {
-			return fmt.Errorf("gratuitous ARP for %s on %s: not an Ethernet link", ip, ifName)
-		}
-		// Protocol 0: the socket only sends and never queues received frames.
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("gratuitous ARP for %s on %s: opening packet socket: %w", ip, ifName, err)
-		}
-		defer unix.Close(fd)
-		to := &unix.SockaddrLinklayer{
-			Protocol: htons(unix.ETH_P_ARP),
-			Ifindex:  ifi.Index,
-			Halen:    6,
-			Addr:     [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
-		}
-		if err := unix.Sendto(fd, ARPFrame(ifi.HardwareAddr, ip), 0, to); err != nil {
-			return fmt.Errorf("gratuitous ARP for %s on %s: %w", ip, ifName, err)
-		}
+	if !v4 && !v6 {
 		return nil
-	})
-}
-
-// allNodes is ff02::1, where unsolicited advertisements go.
-var allNodes = netip.MustParseAddr("ff02::1")
-
-// NAMessage returns an ICMPv6 neighbour advertisement for target from mac
-// with the Override flag and a target link-layer address option, checksum
-// left zero (the kernel fills it in for raw ICMPv6 sockets).
-func NAMessage(mac net.HardwareAddr, target netip.Addr) []byte {
-	b := make([]byte, 32)
-	b[0] = 136 // type: neighbour advertisement
-	// b[1] code 0, b[2:4] checksum
-	b[4] = 0x20 // flags: Override (not Router, not Solicited)
-	t := target.As16()
-	copy(b[8:24], t[:])
-	b[24] = 2 // option: target link-layer address
-	b[25] = 1 // length in units of 8 bytes
-	copy(b[26:32], mac)
-	return b
-}
-
-// UnsolicitedNA sends an unsolicited neighbour advertisement for ip to
-// all nodes (ff02::1) out of ifName, with ip as the source address. The
-// address must be usable, i.e. not tentative: while duplicate address
-// detection runs, advertising it would be wrong anyway.
-func UnsolicitedNA(ns *netns.NS, ifName string, ip netip.Addr) error {
-	if !ip.Is6() || ip.Is4In6() {
-		return fmt.Errorf("neighbour advertisement for %s: not an IPv6 address", ip)
 	}
-	return inNS(ns, func() error {
-		ifi, err := net.InterfaceByName(ifName)
-		if err != nil {
-			return fmt.Errorf("neighbour advertisement for %s on %s: %w", ip, ifName, err)
-		}
-		if len(ifi.HardwareAddr) != 6 {
-			return fmt.Errorf("neighbour advertisement for %s on %s: not an Ethernet link", ip, ifName)
-		}
-		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)
-		if err != nil {
-			return fmt.Errorf("neighbour advertisement for %s on %s: opening ICMPv6 socket: %w", ip, ifName, err)
-		}
-		defer unix.Close(fd)
-		// Receive nothing: block every ICMPv6 type.
-		var filter unix.ICMPv6Filter
-		for i := range filter.Data {
-			filter.Data[i] = 0xffffffff
-		}
-		opts := []struct {
-			name string
-			set  func() error
-		}{
-			{"ICMPV6_FILTER", func() error {
-				return unix.SetsockoptICMPv6Filter(fd, unix.SOL_ICMPV6, unix.ICMPV6_FILTER, &filter)
-			}},
-			// Receivers drop neighbour discovery with a hop limit below 255.
-			{"IPV6_MULTICAST_HOPS", func() error {
-				return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, 255)
-			}},
-			{"IPV6_MULTICAST_IF", func() error {
-				return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifi.Index)
-			}},
-		}
-		for _, o := range opts {
-			if err := o.set(); err != nil {
-				return fmt.Errorf("neighbour advertisement for %s on %s: %s: %w", ip, ifName, o.name, err)
-			}
-		}
-		if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: ip.As16()}); err != nil {
-			return fmt.Errorf("neighbour advertisement for %s on %s: binding the source address: %w", ip, ifName, err)
-		}
-		to := &unix.SockaddrInet6{Addr: allNodes.As16(), ZoneId: uint32(ifi.Index)}
-		if err := unix.Sendto(fd, NAMessage(ifi.HardwareAddr, ip), 0, to); err != nil {
-			return fmt.Errorf("neighbour advertisement for %s on %s: %w", ip, ifName, err)
-		}
-		return nil
-	})
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(ifName)
+	if err != nil {
+		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)
+	}
+	if len(l.MAC) != 6 || bytes.Equal(l.MAC, make([]byte, 6)) { // lo has a zero 6-byte address
+		return fmt.Errorf("announcing addresses of %s: not an Ethernet link", ifName)
+	}
+	var errs []error
+	if v4 {
+		errs = append(errs, netlinkx.SetSysctl(ns, "net/ipv4/conf/"+ifName+"/arp_notify", "1"))
+	}
+	if v6 {
+		errs = append(errs, netlinkx.SetSysctl(ns, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)
+	}
+	if err := h.SetMAC(ifName, l.MAC); err != nil {
+		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)
+	}
+	return nil
 }

@@ -18,28 +18,33 @@ import (
 
 var mac = net.HardwareAddr{0x02, 0x42, 0xac, 0x11, 0x00, 0x05}
 
-func TestARPFrame(t *testing.T) {
-	got := announce.ARPFrame(mac, netip.MustParseAddr("10.9.0.2"))
-	want := []byte{
-		0, 1, 8, 0, 6, 4, 0, 1, // Ethernet, IPv4, 6, 4, request
-		0x02, 0x42, 0xac, 0x11, 0x00, 0x05, 10, 9, 0, 2, // sender
-		0, 0, 0, 0, 0, 0, 10, 9, 0, 2, // target
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("ARP frame\n got % x\nwant % x", got, want)
-	}
+// arpFrame is the 28-byte payload of a gratuitous ARP request for ip from
+// mac: sender and target protocol address both ip, target hardware address
+// zero (RFC 5227 §3 "ARP Announcement").
+func arpFrame(mac net.HardwareAddr, ip netip.Addr) []byte {
+	b := make([]byte, 28)
+	binary.BigEndian.PutUint16(b[0:2], 1)      // hardware type: Ethernet
+	binary.BigEndian.PutUint16(b[2:4], 0x0800) // protocol type: IPv4
+	b[4], b[5] = 6, 4                          // address lengths
+	binary.BigEndian.PutUint16(b[6:8], 1)      // operation: request
+	copy(b[8:14], mac)
+	a := ip.As4()
+	copy(b[14:18], a[:])
+	copy(b[24:28], a[:])
+	return b
 }
 
-func TestNAMessage(t *testing.T) {
-	got := announce.NAMessage(mac, netip.MustParseAddr("2001:db8::2"))
-	want := []byte{
-		136, 0, 0, 0, 0x20, 0, 0, 0,
-		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
-		2, 1, 0x02, 0x42, 0xac, 0x11, 0x00, 0x05,
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("NA message\n got % x\nwant % x", got, want)
-	}
+// naMessage is an unsolicited neighbour advertisement for target from mac:
+// Override flag, target link-layer address option, checksum zeroed.
+func naMessage(mac net.HardwareAddr, target netip.Addr) []byte {
+	b := make([]byte, 32)
+	b[0] = 136  // type: neighbour advertisement
+	b[4] = 0x20 // flags: Override (not Router, not Solicited)
+	t := target.As16()
+	copy(b[8:24], t[:])
+	b[24], b[25] = 2, 1 // option: target link-layer address, 8 bytes
+	copy(b[26:32], mac)
+	return b
 }
 
 func must(t *testing.T, err error) {
@@ -142,7 +147,7 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 			if !bytes.Equal(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) {
 				t.Errorf("ARP not broadcast: % x", f[0:6])
 			}
-			if !bytes.Equal(f[14:42], announce.ARPFrame(mac, v4)) {
+			if !bytes.Equal(f[14:42], arpFrame(mac, v4)) {
 				t.Errorf("ARP payload % x", f[14:42])
 			}
 			sawARP = true
@@ -153,6 +158,9 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 			}
 			src, dst := ip6[8:24], ip6[24:40]
 			msg := ip6[40 : 40+int(binary.BigEndian.Uint16(ip6[4:6]))]
+			if !bytes.Equal(msg[8:24], v6.AsSlice()) {
+				continue // the link-local address is announced too
+			}
 			if ip6[7] != 255 {
 				t.Errorf("NA hop limit %d, want 255", ip6[7])
 			}
@@ -164,7 +172,7 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 			}
 			withZeroSum := append([]byte(nil), msg...)
 			withZeroSum[2], withZeroSum[3] = 0, 0
-			if !bytes.Equal(withZeroSum, announce.NAMessage(mac, v6)) {
+			if !bytes.Equal(withZeroSum, naMessage(mac, v6)) {
 				t.Errorf("NA message % x", msg)
 			}
 			sawNA = true
@@ -177,15 +185,14 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 
 func TestAnnounceErrors(t *testing.T) {
 	ns := privtest.NewNS(t)
-	err := announce.GratuitousARP(ns, "nope0", netip.MustParseAddr("10.0.0.1"))
-	if err == nil {
-		t.Error("ARP on a missing link succeeded")
+	if err := announce.Addresses(ns, "nope0", []netip.Addr{netip.MustParseAddr("10.0.0.1")}); err == nil {
+		t.Error("announcing on a missing link succeeded")
 	}
-	err = announce.UnsolicitedNA(ns, "lo", netip.MustParseAddr("2001:db8::9"))
-	if err == nil {
-		t.Error("NA on lo (no Ethernet address) succeeded")
+	if err := announce.Addresses(ns, "lo", []netip.Addr{netip.MustParseAddr("2001:db8::9")}); err == nil || err.Error() != "announcing addresses of lo: not an Ethernet link" {
+		t.Errorf("announcing on lo: %v", err)
 	}
-	if err := announce.GratuitousARP(ns, "lo", netip.MustParseAddr("2001:db8::9")); err == nil {
-		t.Error("ARP for an IPv6 address succeeded")
+	// Nothing to announce: no netlink traffic, no error, even for a missing link.
+	if err := announce.Addresses(ns, "nope0", []netip.Addr{netip.MustParseAddr("fe80::1")}); err != nil {
+		t.Errorf("link-local only: %v", err)
 	}
 }
