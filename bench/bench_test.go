@@ -321,6 +321,11 @@ func (w *world) parallel(n, workers int) (addRate, delRate float64, err error) {
 		}
 		atts = append(atts, a)
 	}
+	defer func() {
+		for _, a := range atts {
+			w.drop(a)
+		}
+	}()
 	start := time.Now()
 	if err := each(atts, workers, func(a *attachment) error { _, err := w.add(a); return err }); err != nil {
 		return 0, 0, fmt.Errorf("parallel ADD: %w", err)
@@ -331,9 +336,6 @@ func (w *world) parallel(n, workers int) (addRate, delRate float64, err error) {
 		return 0, 0, fmt.Errorf("parallel DEL: %w", err)
 	}
 	delRate = float64(n) / time.Since(start).Seconds()
-	for _, a := range atts {
-		w.drop(a)
-	}
 	return addRate, delRate, nil
 }
 
