@@ -1,6 +1,7 @@
 // Package ipam holds what interface plugins share about addressing: applying
-// an IPAM result to a container interface. The IPAM plugins themselves live
-// in the sub-packages (hostlocal, static).
+// an IPAM result to a container interface (ConfigureInterface) and checking
+// it is still in place (the CHECK helpers in check.go). The IPAM plugins
+// themselves live in the sub-packages (hostlocal, static).
 package ipam
 
 import (

@@ -31,6 +31,7 @@ import (
 type Conn struct {
 	nl    *netlink.Conn
 	where string // for error messages: `netns "/var/run/netns/x"`
+	nsID  string // namespace identity for the writer lock; "" = no lock
 }
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,
@@ -47,7 +48,7 @@ func Open(ns *netns.NS) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, plain(err))
 	}
-	return &Conn{nl: nl, where: where}, nil
+	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns)}, nil
 }
 
 // NewConn wraps an already dialled netlink connection. Tests pass one from

@@ -51,6 +51,8 @@ const maxAttempts = 8
 // Also retried: dumps interrupted by a concurrent change and EBUSY. Any
 // other error, from plan or from the kernel, is returned as is.
 func (c *Conn) Update(plan func(tx *Tx) error) error {
+	unlock := c.lockWriters()
+	defer unlock()
 	var last error
 	for attempt := range maxAttempts {
 		if attempt > 0 {

@@ -62,3 +62,22 @@ func UDPRoundTrip(t testing.TB, from, to *netns.NS, dst netip.Addr) bool {
 	}
 	return true
 }
+
+// Trip is a UDP round trip a test expects to work: from a socket in From
+// to address Dst, served in To.
+type Trip struct {
+	Name     string
+	From, To *netns.NS
+	Dst      string
+}
+
+// RoundTrips fails the test for every trip without a UDP round trip
+// (UDPRoundTrip).
+func RoundTrips(t testing.TB, trips []Trip) {
+	t.Helper()
+	for _, tt := range trips {
+		if !UDPRoundTrip(t, tt.From, tt.To, netip.MustParseAddr(tt.Dst)) {
+			t.Errorf("%s: no UDP round trip", tt.Name)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"net"
 	"testing"
 
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
@@ -14,17 +13,9 @@ import (
 // `go test ./nft/macspoof -run Golden -update` and review the diff.
 
 var (
-	sample    = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
-	other     = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
-	sampleMAC = net.HardwareAddr{0x02, 0x42, 0x0a, 0x16, 0x00, 0x05}
+	sample, other = nfttest.Sample, nfttest.Other
+	sampleMAC     = net.HardwareAddr{0x02, 0x42, 0x0a, 0x16, 0x00, 0x05}
 )
-
-func useFake(t *testing.T, f *nfttest.Fake) {
-	t.Helper()
-	old := open
-	open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
-	t.Cleanup(func() { open = old })
-}
 
 var setupNotes = []string{
 	`nft add table bridge nftcni_macspoof`,
@@ -67,53 +58,33 @@ func existing() nfttest.State {
 	}
 }
 
-func cat(parts ...[]string) []string {
-	var out []string
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 func TestGoldenSetupFresh(t *testing.T) {
-	f := &nfttest.Fake{State: nfttest.State{Gen: 1}}
-	useFake(t, f)
-	if err := Setup(nil, sample, "veth1", sampleMAC); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
+	f := nfttest.Run(t, &store.Open, nfttest.State{Gen: 1}, func() error {
+		return Setup(nil, sample, "veth1", sampleMAC)
+	})
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Batches[0], cat(setupNotes, ruleNotes, []string{
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes, []string{
 		`nft add element bridge nftcni_macspoof guarded { "veth1" comment "` + tag + `" }`,
 		`nft add element bridge nftcni_macspoof allowed { "veth1" . 02:42:0a:16:00:05 comment "` + tag + `" }`,
 	}))
 }
 
 func TestGoldenSetupAgain(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := Setup(nil, sample, "veth1", sampleMAC); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
-	nfttest.Golden(t, "setup_again", f.Batches[0], setupNotes)
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, sample, "veth1", sampleMAC)
+	})
+	nfttest.Golden(t, "setup_again", f.Only(t), setupNotes)
 }
 
 // A recycled port name: the new owner takes over veth2's elements.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
 	newcomer := nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
-	if err := Setup(nil, newcomer, "veth2", mac); err != nil {
-		t.Fatal(err)
-	}
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, newcomer, "veth2", mac)
+	})
 	tag := newcomer.Tag()
-	nfttest.Golden(t, "setup_takeover", f.Batches[0], cat(setupNotes, []string{
+	nfttest.Golden(t, "setup_takeover", f.Batches[0], nfttest.Cat(setupNotes, []string{
 		`nft delete element bridge nftcni_macspoof guarded { "veth2" }`,
 		`nft add element bridge nftcni_macspoof guarded { "veth2" comment "` + tag + `" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:02 }`,
@@ -122,44 +93,26 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 }
 
 func TestGoldenTeardown(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := Teardown(nil, sample); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
-	nfttest.Golden(t, "teardown", f.Batches[0], []string{
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Teardown(nil, sample)
+	})
+	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element bridge nftcni_macspoof guarded { "veth1" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth1" . 02:42:0a:16:00:05 }`,
 	})
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
-	for name, st := range map[string]nfttest.State{
-		"no table":    {Gen: 3},
-		"not present": existing(),
-	} {
-		f := &nfttest.Fake{State: st}
-		useFake(t, f)
-		owner := sample
-		owner.IfName = "eth9"
-		if err := Teardown(nil, owner); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if err := GC(nil, "mynet", []nft.Owner{sample, other}); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(f.Batches) != 0 {
-			t.Errorf("%s: %d batches sent, want none", name, len(f.Batches))
-		}
-	}
+	owner := sample
+	owner.IfName = "eth9"
+	nfttest.SendsNothing(t, &store.Open, existing(),
+		func() error { return Teardown(nil, owner) },
+		func() error { return GC(nil, "mynet", []nft.Owner{sample, other}) })
 }
 
 func TestSetupRejects(t *testing.T) {
 	f := &nfttest.Fake{}
-	useFake(t, f)
+	nfttest.Use(t, &store.Open, f)
 	for _, tc := range []struct {
 		ifname string
 		mac    net.HardwareAddr

@@ -15,51 +15,17 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
-// render shows an element as nft lists it.
-func render(e nft.Element) string {
+// live reads our table and sets back, elements as nft lists them.
+var live = nfttest.Live{Table: table, Sets: sets, Key: func(_ *nftables.Set, e nft.Element) string {
 	s := `"` + strings.TrimRight(string(e.Key[:ifnameLen]), "\x00") + `"`
 	if len(e.Key) > ifnameLen {
 		s += " . " + net.HardwareAddr(e.Key[ifnameLen:ifnameLen+6]).String()
 	}
-	if e.Comment != "" {
-		s += ` comment "` + e.Comment + `"`
-	}
 	return s
-}
-
-func state(t *testing.T, ns *netns.NS) map[string][]string {
-	t.Helper()
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	out := map[string][]string{}
-	for _, s := range sets {
-		els, err := c.Elements(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range els {
-			out[s.Name] = append(out[s.Name], render(e))
-		}
-		slices.Sort(out[s.Name])
-	}
-	return out
-}
-
-func expectState(t *testing.T, ns *netns.NS, want map[string][]string) {
-	t.Helper()
-	got := state(t, ns)
-	for _, s := range sets {
-		slices.Sort(want[s.Name])
-		if !slices.Equal(got[s.Name], want[s.Name]) {
-			t.Errorf("set %s:\n got  %q\n want %q", s.Name, got[s.Name], want[s.Name])
-		}
-	}
-}
+}}
 
 func TestLiveSetupTeardownGC(t *testing.T) {
 	ns := privtest.NewNS(t)
@@ -89,7 +55,7 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 			`"veth3" . 02:00:00:00:00:03 comment "` + c.Tag() + `"`,
 		},
 	}
-	expectState(t, ns, want)
+	live.Expect(t, ns, want)
 
 	// Not ours: an untagged element in our set.
 	conn, err := nft.Open(ns)
@@ -110,7 +76,7 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["allowed"][0] = `"veth1" . 02:00:00:00:00:11 comment "` + a.Tag() + `"`
-	expectState(t, ns, want)
+	live.Expect(t, ns, want)
 
 	for range 2 {
 		if err := Teardown(ns, b); err != nil {
@@ -120,12 +86,12 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 	for k := range want {
 		want[k] = slices.DeleteFunc(want[k], func(s string) bool { return strings.HasPrefix(s, `"veth2"`) })
 	}
-	expectState(t, ns, want)
+	live.Expect(t, ns, want)
 
 	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
 		t.Fatal(err)
 	}
-	expectState(t, ns, map[string][]string{
+	live.Expect(t, ns, map[string][]string{
 		"guarded": {`"uplink"`, `"veth3" comment "` + c.Tag() + `"`},
 		"allowed": {`"veth3" . 02:00:00:00:00:03 comment "` + c.Tag() + `"`},
 	})
@@ -136,21 +102,11 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
-	ns := privtest.NewNS(t)
-	if err := Teardown(ns, nft.Owner{Network: "n", ContainerID: "c", IfName: "eth0"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := GC(ns, "n", nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if ok, err := c.TableExists(table); err != nil || ok {
-		t.Errorf("table exists after Teardown/GC of nothing: %v %v", ok, err)
-	}
+	live.CreatesNothing(t,
+		func(ns *netns.NS) error {
+			return Teardown(ns, nft.Owner{Network: "n", ContainerID: "c", IfName: "eth0"})
+		},
+		func(ns *netns.NS) error { return GC(ns, "n", nil) })
 }
 
 // Tables that are not ours are never touched, even one named like ours in
@@ -194,21 +150,13 @@ func TestLiveForeignTableUntouched(t *testing.T) {
 func bridged(t *testing.T) (host, a, b *netns.NS, ha *netlinkx.Handle) {
 	t.Helper()
 	host, a, b = privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
-	open := func(ns *netns.NS) *netlinkx.Handle {
-		h, err := netlinkx.Open(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	hh := open(host)
+	hh := privtest.Handle(t, host)
 	must(hh.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
 	must(hh.SetUp("br0"))
 	for _, c := range []struct {
@@ -219,34 +167,16 @@ func bridged(t *testing.T) (host, a, b *netns.NS, ha *netlinkx.Handle) {
 		must(hh.AddVeth(netlinkx.VethSpec{Name: c.port, PeerName: "eth0", PeerNS: c.ns}))
 		must(hh.SetMaster(c.port, "br0"))
 		must(hh.SetUp(c.port))
-		hc := open(c.ns)
+		hc := privtest.Handle(t, c.ns)
 		if c.ns == a {
 			ha = hc
 		}
 		must(hc.AddAddr("eth0", netip.MustParsePrefix(c.addr), netlinkx.AddrOpts{}))
 		must(hc.SetUp("eth0"))
-		waitOperUp(t, hc, "eth0")
-		waitOperUp(t, hh, c.port)
+		privtest.WaitOperUp(t, hc, "eth0")
+		privtest.WaitOperUp(t, hh, c.port)
 	}
 	return host, a, b, ha
-}
-
-func waitOperUp(t *testing.T, h *netlinkx.Handle, name string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.OperState == netlinkx.OperUp {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("link %s still %s", name, l.OperState)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestLiveSpoofedFramesDropped(t *testing.T) {

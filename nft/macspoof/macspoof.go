@@ -62,16 +62,13 @@ const (
 )
 
 var (
+	// store is the component: the table, chain, sets and rules below.
+	// Golden tests set its Open to a fake nf_tables.
+	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules}
+
 	table = &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName}
 
-	chain = &nftables.Chain{
-		Table:    table,
-		Name:     ChainName,
-		Type:     nftables.ChainTypeFilter,
-		Hooknum:  nftables.ChainHookPrerouting,
-		Priority: nftables.ChainPriorityRef(-300),
-		Policy:   ptr(nftables.ChainPolicyAccept),
-	}
+	chain = nft.BaseChain(table, ChainName, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
 
 	guarded = &nftables.Set{Table: table, Name: "guarded", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
 	// A plain hash set: NFT_SET_CONCAT (and the per-field description
@@ -83,11 +80,6 @@ var (
 
 	sets = []*nftables.Set{guarded, allowed}
 )
-
-func ptr[T any](v T) *T { return &v }
-
-// open is replaced by golden tests with a fake nf_tables.
-var open = nft.Open
 
 // ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
 // padded with NULs.
@@ -110,68 +102,24 @@ func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) e
 		guarded: {{Key: port, Comment: tag}},
 		allowed: {{Key: concat(port, mac, []byte{0, 0}), Comment: tag}},
 	}
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	err = c.Update(func(tx *nft.Tx) error {
-		b := tx.Batch()
-		b.AddTable(table)
-		b.AddChain(chain)
-		for _, s := range sets {
-			b.AddSet(s)
-		}
-		if err := tx.EnsureRules(chain, rules()); err != nil {
-			return err
-		}
-		for _, s := range sets {
-			cur, err := tx.Elements(s)
-			if err != nil {
-				return err
-			}
-			b.ReplaceElements(s, cur, want[s], func(e nft.Element) bool {
-				// Ours from before, or anyone's for this port (the first
-				// 16 bytes of both sets' keys are the port name).
-				return owner.OwnedBy(e.Comment) || len(e.Key) >= ifnameLen && string(e.Key[:ifnameLen]) == string(port)
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	// Besides the owner's own elements from before, anyone's for this port
+	// is taken over (the first 16 bytes of both sets' keys are the port
+	// name).
+	return store.Setup(ns, owner, want, func(_ *nftables.Set, e nft.Element) bool {
+		return len(e.Key) >= ifnameLen && string(e.Key[:ifnameLen]) == string(port)
+	}, what)
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,
 // and then nothing is written (no table is created).
 func Teardown(ns *netns.NS, owner nft.Owner) error {
-	what := fmt.Sprintf("removing MAC spoof check of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network)
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	if _, err := c.RemoveElements(table, sets, owner.OwnedBy); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return store.Teardown(ns, owner,
+		fmt.Sprintf("removing MAC spoof check of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
 }
 
 // GC removes everything of network not owned by one of valid.
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
-	what := fmt.Sprintf("collecting stale MAC spoof checks of network %s", network)
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	_, err = c.RemoveElements(table, sets, func(comment string) bool { return nft.Stale(comment, network, valid) })
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return store.GC(ns, network, valid, fmt.Sprintf("collecting stale MAC spoof checks of network %s", network))
 }
 
 func ifnameKey(name string) []byte {

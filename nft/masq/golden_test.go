@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
@@ -14,18 +13,7 @@ import (
 // request. Regenerate with `go test ./nft/masq -run Golden -update` and
 // review the diff.
 
-var (
-	sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
-	other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
-)
-
-// useFake points open at a fake nf_tables for the rest of the test.
-func useFake(t *testing.T, f *nfttest.Fake) {
-	t.Helper()
-	old := open
-	open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
-	t.Cleanup(func() { open = old })
-}
+var sample, other = nfttest.Sample, nfttest.Other
 
 // setupNotes are the nft commands equivalent to a first Setup's static part.
 var setupNotes = []string{
@@ -54,14 +42,6 @@ func ruleComments() []string {
 	return c
 }
 
-func cat(parts ...[]string) []string {
-	var out []string
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // existing is a ruleset where Setup already ran for sample (10.1.0.5/24)
 // and for other (10.1.0.7/24).
 func existing() nfttest.State {
@@ -85,17 +65,12 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
-	f := &nfttest.Fake{State: nfttest.State{Gen: 7}}
-	useFake(t, f)
 	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
-	if err := Setup(nil, sample, addrs); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
+	f := nfttest.Run(t, &store.Open, nfttest.State{Gen: 7}, func() error {
+		return Setup(nil, sample, addrs)
+	})
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Batches[0], cat(setupNotes, ruleNotes, []string{
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes, []string{
 		`nft add element inet nftcni_masq masq4 { 10.1.0.5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq masq6 { fd00:1::5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 comment "` + tag + `" }`,
@@ -106,30 +81,20 @@ func TestGoldenSetupFresh(t *testing.T) {
 // Repeating a Setup re-asserts the static objects (no-ops for the kernel)
 // and writes no rule and no element.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
-	nfttest.Golden(t, "setup_again", f.Batches[0], setupNotes)
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	})
+	nfttest.Golden(t, "setup_again", f.Only(t), setupNotes)
 }
 
 // A Setup of the same owner with another address replaces its elements,
 // and leaves the other owner's alone.
 func TestGoldenSetupReplace(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")}); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	})
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_replace", f.Batches[0], cat(setupNotes, []string{
+	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(setupNotes, []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
 		`nft add element inet nftcni_masq masq4 { 10.1.0.6 comment "` + tag + `" }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,
@@ -138,15 +103,10 @@ func TestGoldenSetupReplace(t *testing.T) {
 }
 
 func TestGoldenTeardown(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := Teardown(nil, sample); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
-	nfttest.Golden(t, "teardown", f.Batches[0], []string{
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Teardown(nil, sample)
+	})
+	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,
 	})
@@ -154,15 +114,10 @@ func TestGoldenTeardown(t *testing.T) {
 
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
-	f := &nfttest.Fake{State: existing()}
-	useFake(t, f)
-	if err := GC(nil, "mynet", []nft.Owner{sample}); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 1 {
-		t.Fatalf("%d batches, want 1", len(f.Batches))
-	}
-	nfttest.Golden(t, "gc", f.Batches[0], []string{
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return GC(nil, "mynet", []nft.Owner{sample})
+	})
+	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.7 }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 }`,
 	})
@@ -170,31 +125,18 @@ func TestGoldenGC(t *testing.T) {
 
 // Nothing to remove: no batch at all, and no table is created.
 func TestTeardownNothingSendsNothing(t *testing.T) {
-	for name, st := range map[string]nfttest.State{
-		"no table":    {Gen: 3},
-		"not present": existing(),
-	} {
-		f := &nfttest.Fake{State: st}
-		useFake(t, f)
-		owner := sample
-		owner.ContainerID = "absent"
-		if err := Teardown(nil, owner); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if err := GC(nil, "othernet", nil); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(f.Batches) != 0 {
-			t.Errorf("%s: %d batches sent, want none", name, len(f.Batches))
-		}
-	}
+	owner := sample
+	owner.ContainerID = "absent"
+	nfttest.SendsNothing(t, &store.Open, existing(),
+		func() error { return Teardown(nil, owner) },
+		func() error { return GC(nil, "othernet", nil) })
 }
 
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
-	useFake(t, f)
+	nfttest.Use(t, &store.Open, f)
 	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +150,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 
 func TestSetupGivesUp(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
-	useFake(t, f)
+	nfttest.Use(t, &store.Open, f)
 	err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	if err == nil {
 		t.Fatal("Setup succeeded against a ruleset that always changes")
@@ -218,7 +160,7 @@ func TestSetupGivesUp(t *testing.T) {
 
 func TestSetupRejectsBadAddress(t *testing.T) {
 	f := &nfttest.Fake{}
-	useFake(t, f)
+	nfttest.Use(t, &store.Open, f)
 	if err := Setup(nil, sample, []netip.Prefix{{}}); err == nil {
 		t.Fatal("invalid prefix accepted")
 	}

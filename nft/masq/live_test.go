@@ -14,6 +14,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -27,8 +28,11 @@ func pfx(s ...string) []netip.Prefix {
 	return out
 }
 
-// render shows an element as nft would list it, with its comment.
-func render(s *nftables.Set, e nft.Element) string {
+// live reads our table and sets back, elements as nft lists them.
+var live = nfttest.Live{Table: table, Sets: sets, Key: key}
+
+// key shows an element's key as nft would list it.
+func key(s *nftables.Set, e nft.Element) string {
 	addr := func(b []byte) string { a, _ := netip.AddrFromSlice(b); return a.String() }
 	var k string
 	switch s {
@@ -41,57 +45,7 @@ func render(s *nftables.Set, e nft.Element) string {
 	default:
 		k = addr(e.Key)
 	}
-	if e.Comment != "" {
-		k += ` comment "` + e.Comment + `"`
-	}
 	return k
-}
-
-// state reads all four sets: set name → rendered elements, sorted.
-func state(t *testing.T, ns *netns.NS) map[string][]string {
-	t.Helper()
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	out := map[string][]string{}
-	for _, s := range sets {
-		els, err := c.Elements(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range els {
-			out[s.Name] = append(out[s.Name], render(s, e))
-		}
-		slices.Sort(out[s.Name])
-	}
-	return out
-}
-
-func tableExists(t *testing.T, ns *netns.NS) bool {
-	t.Helper()
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ok, err := c.TableExists(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok
-}
-
-func expectState(t *testing.T, ns *netns.NS, want map[string][]string) {
-	t.Helper()
-	got := state(t, ns)
-	for _, s := range sets {
-		slices.Sort(want[s.Name])
-		if !slices.Equal(got[s.Name], want[s.Name]) {
-			t.Errorf("set %s:\n got  %q\n want %q", s.Name, got[s.Name], want[s.Name])
-		}
-	}
 }
 
 func TestLiveSetupTeardown(t *testing.T) {
@@ -108,7 +62,7 @@ func TestLiveSetupTeardown(t *testing.T) {
 		if err := Setup(ns, o, pfx("10.99.0.5/24", "fd00:99::5/64")); err != nil {
 			t.Fatal(err)
 		}
-		expectState(t, ns, full)
+		live.Expect(t, ns, full)
 	}
 
 	c, err := nft.Open(ns)
@@ -132,7 +86,7 @@ func TestLiveSetupTeardown(t *testing.T) {
 	if err := Setup(ns, o, pfx("10.99.0.6/16")); err != nil {
 		t.Fatal(err)
 	}
-	expectState(t, ns, map[string][]string{
+	live.Expect(t, ns, map[string][]string{
 		"masq4":   {`10.99.0.6 comment "` + tag + `"`},
 		"exempt4": {`10.99.0.0-10.99.255.255 . 10.99.0.6 comment "` + tag + `"`},
 	})
@@ -141,9 +95,9 @@ func TestLiveSetupTeardown(t *testing.T) {
 		if err := Teardown(ns, o); err != nil {
 			t.Fatal(err)
 		}
-		expectState(t, ns, nil)
+		live.Expect(t, ns, nil)
 	}
-	if !tableExists(t, ns) {
+	if !live.TableExists(t, ns) {
 		t.Error("Teardown deleted the table; it must stay")
 	}
 }
@@ -176,23 +130,16 @@ func TestLiveRulesRepaired(t *testing.T) {
 	if len(rs) != len(rules()) || rs[2].Comment != rules()[2].Comment {
 		t.Errorf("rules not repaired: %+v", rs)
 	}
-	if got := state(t, ns)["masq4"]; len(got) != 2 {
+	if got := live.Read(t, ns)["masq4"]; len(got) != 2 {
 		t.Errorf("masq4 %q, want both containers", got)
 	}
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
-	ns := privtest.NewNS(t)
 	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
-	if err := Teardown(ns, o); err != nil {
-		t.Fatal(err)
-	}
-	if err := GC(ns, "net1", nil); err != nil {
-		t.Fatal(err)
-	}
-	if tableExists(t, ns) {
-		t.Error("Teardown/GC created the table")
-	}
+	live.CreatesNothing(t,
+		func(ns *netns.NS) error { return Teardown(ns, o) },
+		func(ns *netns.NS) error { return GC(ns, "net1", nil) })
 }
 
 func TestLiveGC(t *testing.T) {
@@ -224,7 +171,7 @@ func TestLiveGC(t *testing.T) {
 	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
 		t.Fatal(err)
 	}
-	got := state(t, ns)["masq4"]
+	got := live.Read(t, ns)["masq4"]
 	want := []string{
 		`10.99.0.1 comment "` + a.Tag() + `"`,
 		`10.99.0.3 comment "` + c.Tag() + `"`,
@@ -236,12 +183,12 @@ func TestLiveGC(t *testing.T) {
 	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
 		t.Fatal(err)
 	}
-	got = state(t, ns)["masq4"]
+	got = live.Read(t, ns)["masq4"]
 	want = want[1:]
 	if !slices.Equal(got, want) {
 		t.Errorf("after GC(net1, []): masq4 %q, want %q", got, want)
 	}
-	if ex := state(t, ns)["exempt4"]; len(ex) != 1 {
+	if ex := live.Read(t, ns)["exempt4"]; len(ex) != 1 {
 		t.Errorf("exempt4 %q, want only c's", ex)
 	}
 	if els, err := conn.Elements(foreign); err != nil || len(els) != 1 {
@@ -284,11 +231,11 @@ func TestLiveTakeOver(t *testing.T) {
 		"masq4":   {`10.1.0.5 comment "` + y.Tag() + `"`},
 		"exempt4": {`10.1.0.0-10.1.255.255 . 10.1.0.5 comment "` + y.Tag() + `"`},
 	}
-	expectState(t, ns, want)
+	live.Expect(t, ns, want)
 	if err := Teardown(ns, x); err != nil {
 		t.Fatal(err)
 	}
-	expectState(t, ns, want)
+	live.Expect(t, ns, want)
 }
 
 // Concurrent Setups in one namespace all land: the generation guard makes
@@ -311,7 +258,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := state(t, ns); len(got["masq4"]) != n || len(got["exempt4"]) != n {
+	if got := live.Read(t, ns); len(got["masq4"]) != n || len(got["exempt4"]) != n {
 		t.Errorf("after %d concurrent Setups: %q", n, got)
 	}
 }
@@ -322,15 +269,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 func topology(t *testing.T) (container, host, internet *netns.NS) {
 	t.Helper()
 	container, host, internet = privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
-	open := func(ns *netns.NS) *netlinkx.Handle {
-		h, err := netlinkx.Open(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	hc, hh, hi := open(container), open(host), open(internet)
+	hc, hh, hi := privtest.Handle(t, container), privtest.Handle(t, host), privtest.Handle(t, internet)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -363,10 +302,10 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 	}{{hc, "eth0"}, {hc, "lo"}, {hh, "to-c"}, {hh, "to-i"}, {hi, "eth0"}, {hi, "lo"}} {
 		must(l.h.SetUp(l.name))
 	}
-	waitOperUp(t, hc, "eth0")
-	waitOperUp(t, hh, "to-c")
-	waitOperUp(t, hh, "to-i")
-	waitOperUp(t, hi, "eth0")
+	privtest.WaitOperUp(t, hc, "eth0")
+	privtest.WaitOperUp(t, hh, "to-c")
+	privtest.WaitOperUp(t, hh, "to-i")
+	privtest.WaitOperUp(t, hi, "eth0")
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("10.99.0.1")}))
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
 	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
@@ -410,25 +349,5 @@ func TestLiveMasqueradeTraffic(t *testing.T) {
 		if seen.Addr() != src || echoed {
 			t.Errorf("%s → %s after Teardown: server saw %v (want %s, unmasqueraded), echo back: %v (want none: no route back)", src, dst, seen, src, echoed)
 		}
-	}
-}
-
-// waitOperUp waits for the kernel to report link operationally up: until
-// then (linkwatch runs at most once a second) its queue discards packets.
-func waitOperUp(t *testing.T, h *netlinkx.Handle, name string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.OperState == netlinkx.OperUp {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("link %s still %s", name, l.OperState)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

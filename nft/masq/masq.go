@@ -100,16 +100,13 @@ const (
 )
 
 var (
+	// store is the component: the table, chain, sets and rules below.
+	// Golden tests set its Open to a fake nf_tables.
+	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, Needs: []nft.Feature{nft.ConcatRanges}}
+
 	table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 
-	chain = &nftables.Chain{
-		Table:    table,
-		Name:     ChainName,
-		Type:     nftables.ChainTypeNAT,
-		Hooknum:  nftables.ChainHookPostrouting,
-		Priority: nftables.ChainPriorityNATSource,
-		Policy:   ptr(nftables.ChainPolicyAccept),
-	}
+	chain = nft.BaseChain(table, ChainName, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 
 	// Addresses are big endian; nft records that in the set's userdata,
 	// and so do we.
@@ -128,11 +125,6 @@ var (
 	sets = []*nftables.Set{masq4, masq6, exempt4, exempt6}
 )
 
-func ptr[T any](v T) *T { return &v }
-
-// open is replaced by golden tests with a fake nf_tables.
-var open = nft.Open
-
 // Setup masquerades traffic from addrs (container addresses with their
 // prefix length) to anything outside their subnet and not multicast, owned
 // by owner, in ns (nil: the process's own namespace).
@@ -146,66 +138,19 @@ func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	err = c.Update(func(tx *nft.Tx) error {
-		b := tx.Batch()
-		b.AddTable(table)
-		b.AddChain(chain)
-		for _, s := range sets {
-			b.AddSet(s)
-		}
-		if err := tx.EnsureRules(chain, rules()); err != nil {
-			return err
-		}
-		for _, s := range sets {
-			cur, err := tx.Elements(s)
-			if err != nil {
-				return err
-			}
-			b.ReplaceElements(s, cur, want[s], func(e nft.Element) bool {
-				return owner.OwnedBy(e.Comment) || conflicts(s, e, want[s])
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, c.Explain(err, nft.ConcatRanges))
-	}
-	return nil
+	return store.Setup(ns, owner, want, func(s *nftables.Set, e nft.Element) bool { return conflicts(s, e, want[s]) }, what)
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,
 // and then nothing is written (no table is created).
 func Teardown(ns *netns.NS, owner nft.Owner) error {
-	what := fmt.Sprintf("removing masquerade of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network)
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	if _, err := c.RemoveElements(table, sets, owner.OwnedBy); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return store.Teardown(ns, owner,
+		fmt.Sprintf("removing masquerade of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
 }
 
 // GC removes everything of network not owned by one of valid.
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
-	what := fmt.Sprintf("collecting stale masquerade of network %s", network)
-	c, err := open(ns)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer c.Close()
-	_, err = c.RemoveElements(table, sets, func(comment string) bool { return nft.Stale(comment, network, valid) })
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return store.GC(ns, network, valid, fmt.Sprintf("collecting stale masquerade of network %s", network))
 }
 
 func describe(addrs []netip.Prefix) string {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -22,7 +23,7 @@ func captureOn(t *testing.T, ns *netns.NS, ifName string) int {
 		proto = unix.ETH_P_ALL
 	}
 	var fd int
-	must(t, ns.Do(func() error {
+	plugintest.Must(t, ns.Do(func() error {
 		ifi, err := net.InterfaceByName(ifName)
 		if err != nil {
 			return err
@@ -47,12 +48,12 @@ func captureOn(t *testing.T, ns *netns.NS, ifName string) int {
 func TestAnnouncesAddresses(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	must(t, th.h.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
-	must(t, th.h.SetUp("br0"))
-	fd := captureOn(t, th.ns, "br0")
-	ctr, hc := newCtr(t)
-	th.add(ctr, "ann", conf("1.0.0", static("", "10.95.0.2/24", "fd00:95::2/64")))
-	mac := mustLink(t, hc, "eth0").MAC
+	plugintest.Must(t, th.H.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+	plugintest.Must(t, th.H.SetUp("br0"))
+	fd := captureOn(t, th.NS, "br0")
+	ctr, hc := plugintest.NewCtr(t)
+	th.Add(ctr, "ann", conf("1.0.0", plugintest.Static("", "10.95.0.2/24", "fd00:95::2/64")))
+	mac := plugintest.MustLink(t, hc, "eth0").MAC
 	v4 := netip.MustParseAddr("10.95.0.2").As4()
 	v6 := netip.MustParseAddr("fd00:95::2").As16()
 

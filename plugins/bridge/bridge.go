@@ -24,9 +24,8 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/macspoof"
-	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // Plugin is the bridge plugin.
@@ -45,22 +44,6 @@ const (
 	portWait     = 2550 * time.Millisecond
 	portWaitPoll = 10 * time.Millisecond
 )
-
-// owner is what our nftables objects for this attachment are tagged with.
-func owner(c *NetConf, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: c.Name, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
-// undo collects what a failing ADD has to take back, run in reverse.
-type undo []func()
-
-func (u *undo) push(f func()) { *u = append(*u, f) }
-
-func (u undo) run() {
-	for i := len(u) - 1; i >= 0; i-- {
-		u[i]()
-	}
-}
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	conf, err := loadConf(a.StdinData, a.Args)
@@ -83,77 +66,48 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
-	ctrNS, err := netns.Open(a.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
-	}
-	defer ctrNS.Close()
-	hc, err := netlinkx.Open(ctrNS)
+	add, err := vethplugin.BeginAdd("bridge", a)
 	if err != nil {
 		return nil, err
 	}
-	defer hc.Close()
+	defer add.End(&err) // a failed ADD is rolled back
+	ctrNS, hc := add.CtrNS, add.HC
 
-	var rollback undo
-	defer func() {
-		if err != nil {
-			rollback.run()
-		}
-	}()
-
-	hostNS, err := netns.Current()
-	if err != nil {
-		return nil, err
-	}
-	defer hostNS.Close()
-	hostVeth, contIface, err := setupVeth(hh, hc, hostNS, a.IfName, conf.MTU, mac)
+	hostVeth, contIface, err := setupVeth(hh, hc, add.HostNS, a.IfName, conf.MTU, mac)
 	if err != nil {
 		return nil, err
 	}
 	contIface.Sandbox = a.Netns
-	rollback.push(func() {
-		if derr := hc.DeleteLink(a.IfName); derr != nil && !errors.Is(derr, netlinkx.ErrNotFound) {
-			a.Logf("bridge: rolling back: %v", derr)
-		}
-	})
+	add.LinkCreated(hc, a.IfName)
 	if err := setupPort(hh, conf.BrName, hostVeth, conf.HairpinMode, conf.PortIsolation, conf.Vlan, conf.vlans, conf.PreserveDefaultVlan); err != nil {
 		return nil, err
 	}
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("failed to lookup %q: %w", hostVeth, unwrap(err))
+		return nil, fmt.Errorf("failed to lookup %q: %w", hostVeth, vethplugin.Unwrap(err))
 	}
 
 	result := &cni.Result{
 		CNIVersion: cni.CurrentVersion,
 		Interfaces: []*cni.Interface{brIface, {Name: hostVeth, Mac: hostLink.MAC.String()}, contIface},
 	}
-	own := owner(conf, a)
+	own := vethplugin.Owner(conf.Name, a)
 
 	if conf.MacSpoofChk {
 		contMAC, _ := net.ParseMAC(contIface.Mac)
-		rollback.push(func() {
-			if terr := macspoof.Teardown(nil, own); terr != nil {
-				a.Logf("bridge: rolling back spoof-check: %v", terr)
-			}
-		})
+		add.Push("spoof-check", func() error { return macspoof.Teardown(nil, own) })
 		if err := macspoof.Setup(nil, own, hostVeth, contMAC); err != nil {
 			return nil, fmt.Errorf("failed to setup spoof-check: %w", err)
 		}
 	}
 
 	if conf.isL3() {
-		rollback.push(func() {
-			if derr := cni.DelegateDel(ctx, conf.IPAM.Type, a); derr != nil {
-				a.Logf("bridge: rolling back IPAM: %v", derr)
-			}
-		})
-		if err := addL3(ctx, a, conf, hh, hc, ctrNS, br, result, &rollback); err != nil {
+		if err := addL3(ctx, a, conf, hh, hc, ctrNS, br, result, &add.Rollback); err != nil {
 			return nil, err
 		}
 	} else if !conf.DisableContainerInterface {
 		if err := hc.SetUp(a.IfName); err != nil {
-			return nil, fmt.Errorf("failed to set %q up: %w", a.IfName, unwrap(err))
+			return nil, fmt.Errorf("failed to set %q up: %w", a.IfName, vethplugin.Unwrap(err))
 		}
 	}
 
@@ -180,24 +134,22 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	brIface.Mac = brLink.MAC.String()
 
-	if dnsSet(conf.DNS) {
+	if vethplugin.DNSSet(conf.DNS) {
 		result.DNS = conf.DNS.DNS()
 	}
 	return result, nil
 }
 
 // addL3 is the IPAM part of ADD (contract §1.2 step 9): addresses, routes,
-// gateway addresses on the bridge, forwarding, masquerade.
+// gateway addresses on the bridge, forwarding, masquerade. The IPAM
+// release is registered with rollback before IPAM is asked.
 func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
-	br netlinkx.Link, result *cni.Result, rollback *undo) error {
-	ir, err := cni.DelegateAdd(ctx, conf.IPAM.Type, a)
+	br netlinkx.Link, result *cni.Result, rollback *vethplugin.Rollback) error {
+	ir, err := rollback.DelegateAdd(ctx, conf.IPAM.Type)
 	if err != nil {
 		return err
 	}
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
-	if len(result.IPs) == 0 {
-		return errors.New("IPAM plugin returned missing IP config")
-	}
 	gws4, gws6 := calcGateways(result, conf)
 
 	// Container sysctls: errors ignored, as in the reference.
@@ -237,7 +189,7 @@ func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.
 				}
 			}
 			if len(fam.gws) > 0 {
-				if err := enableForward(fam.forward); err != nil {
+				if err := vethplugin.EnableForward(fam.forward); err != nil {
 					return fmt.Errorf("failed to enable forwarding: %w", err)
 				}
 			}
@@ -245,19 +197,7 @@ func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.
 	}
 
 	if conf.IPMasq {
-		own := owner(conf, a)
-		addrs := make([]netip.Prefix, 0, len(result.IPs))
-		for _, ip := range result.IPs {
-			addrs = append(addrs, ip.Address)
-		}
-		rollback.push(func() {
-			if terr := masq.Teardown(nil, own); terr != nil {
-				a.Logf("bridge: rolling back masquerade: %v", terr)
-			}
-		})
-		if err := masq.Setup(nil, own, addrs); err != nil {
-			return err
-		}
+		return rollback.SetupMasq(vethplugin.Owner(conf.Name, a), result.IPs)
 	}
 	return nil
 }
@@ -306,19 +246,11 @@ func calcGateways(r *cni.Result, conf *NetConf) (v4, v6 []netip.Prefix) {
 	return v4, v6
 }
 
-// enableForward writes 1 to a forwarding sysctl unless it already is 1.
-func enableForward(key string) error {
-	if v, err := netlinkx.Sysctl(nil, key); err == nil && v == "1" {
-		return nil
-	}
-	return netlinkx.SetSysctl(nil, key, "1")
-}
-
 // bridgeByName looks the bridge up and makes sure it is one.
 func bridgeByName(hh *netlinkx.Handle, name string) (netlinkx.Link, error) {
 	l, err := hh.LinkByName(name)
 	if err != nil {
-		return l, fmt.Errorf("could not lookup %q: %w", name, unwrap(err))
+		return l, fmt.Errorf("could not lookup %q: %w", name, vethplugin.Unwrap(err))
 	}
 	if l.Kind != "bridge" {
 		return l, fmt.Errorf("%q already exists but is not a bridge", name)
@@ -339,11 +271,11 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Inter
 	}
 	err := hh.AddBridge(netlinkx.BridgeSpec{Name: name, MTU: mtu, VlanFiltering: conf.vlanFiltering()})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, unwrap(err)))
+		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, vethplugin.Unwrap(err)))
 	}
 	if conf.PromiscMode {
 		if err := hh.SetPromisc(name, true); err != nil {
-			return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, unwrap(err)))
+			return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, vethplugin.Unwrap(err)))
 		}
 	}
 	br, err := bridgeByName(hh, name)
@@ -353,7 +285,7 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Inter
 	// We own the routes of this interface.
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	if err := hh.SetUp(name); err != nil {
-		return br, nil, wrap(unwrap(err))
+		return br, nil, wrap(vethplugin.Unwrap(err))
 	}
 	return br, &cni.Interface{Name: br.Name, Mac: br.MAC.String()}, nil
 }
@@ -369,11 +301,11 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 	cont, err := hc.LinkByName(ifName)
 	if err != nil {
 		_ = hc.DeleteLink(ifName)
-		return "", nil, fmt.Errorf("failed to make veth pair: %w", unwrap(err))
+		return "", nil, fmt.Errorf("failed to make veth pair: %w", vethplugin.Unwrap(err))
 	}
 	if err := hh.SetUp(peer); err != nil {
 		_ = hc.DeleteLink(ifName)
-		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, unwrap(err))
+		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, vethplugin.Unwrap(err))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	return peer, &cni.Interface{Name: ifName, Mac: cont.MAC.String()}, nil
@@ -384,13 +316,13 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 // §1.2 steps 5–6).
 func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool, vlan int, trunk []int, preserveDefault bool) error {
 	if err := hh.SetMaster(port, brName); err != nil {
-		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, unwrap(err))
+		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, vethplugin.Unwrap(err))
 	}
 	if err := hh.SetHairpin(port, hairpin); err != nil {
-		return fmt.Errorf("failed to setup hairpin mode for %s: %w", port, unwrap(err))
+		return fmt.Errorf("failed to setup hairpin mode for %s: %w", port, vethplugin.Unwrap(err))
 	}
 	if err := hh.SetPortIsolated(port, isolated); err != nil {
-		return fmt.Errorf("failed to set port isolation for %s: %w", port, unwrap(err))
+		return fmt.Errorf("failed to set port isolation for %s: %w", port, vethplugin.Unwrap(err))
 	}
 	if (vlan != 0 || len(trunk) > 0) && !preserveDefault {
 		vlans, err := hh.BridgeVlans(port)
@@ -402,23 +334,23 @@ func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool,
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("failed to remove default vlan on interface %q: %w", port, unwrap(err))
+			return fmt.Errorf("failed to remove default vlan on interface %q: %w", port, vethplugin.Unwrap(err))
 		}
 	}
 	if vlan != 0 {
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(vlan), PVID: true, Untagged: true}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
 		}
 	}
 	for _, v := range trunk {
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(v)}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
 		}
 	}
 	if vlan == 0 && len(trunk) > 0 {
 		// The native VLAN of a trunk port.
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
 		}
 	}
 	return nil
@@ -435,7 +367,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 		return l, nil
 	}
 	if !errors.Is(err, netlinkx.ErrNotFound) {
-		return l, fmt.Errorf("failed to find interface %q: %w", name, unwrap(err))
+		return l, fmt.Errorf("failed to find interface %q: %w", name, vethplugin.Unwrap(err))
 	}
 	fail := func(err error) (netlinkx.Link, error) {
 		return netlinkx.Link{}, fmt.Errorf("faild to create vlan gateway %q: %w", name, err)
@@ -445,17 +377,17 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 		return fail(err)
 	}
 	if err := hh.SetUp(peer); err != nil {
-		return fail(fmt.Errorf("failed to set %q up: %w", peer, unwrap(err)))
+		return fail(fmt.Errorf("failed to set %q up: %w", peer, vethplugin.Unwrap(err)))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	if err := setupPort(hh, br.Name, peer, false, false, vlan, nil, preserveDefault); err != nil {
 		return fail(err)
 	}
 	if err := hh.SetUp(name); err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to up %q: %w", name, unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to up %q: %w", name, vethplugin.Unwrap(err))
 	}
 	if l, err = hh.LinkByName(name); err != nil {
-		return l, fmt.Errorf("failed to lookup %q: %w", name, unwrap(err))
+		return l, fmt.Errorf("failed to lookup %q: %w", name, vethplugin.Unwrap(err))
 	}
 	return l, nil
 }
@@ -472,7 +404,7 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 	}
 	addrs, err := hh.Addrs(l.Name, fam)
 	if err != nil {
-		return fmt.Errorf("could not get list of IP addresses: %w", unwrap(err))
+		return fmt.Errorf("could not get list of IP addresses: %w", vethplugin.Unwrap(err))
 	}
 	want := gw.String()
 	for _, a := range addrs {
@@ -484,16 +416,16 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 				return fmt.Errorf("%q already has an IP address different from %v", l.Name, want)
 			}
 			if err := hh.DelAddr(l.Name, a.Prefix); err != nil {
-				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, unwrap(err))
+				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, vethplugin.Unwrap(err))
 			}
 		}
 	}
 	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, unwrap(err))
+		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, vethplugin.Unwrap(err))
 	}
 	if len(l.MAC) > 0 {
 		if err := hh.SetMAC(l.Name, l.MAC); err != nil {
-			return fmt.Errorf("could not set bridge's mac: %w", unwrap(err))
+			return fmt.Errorf("could not set bridge's mac: %w", vethplugin.Unwrap(err))
 		}
 	}
 	return nil
@@ -534,14 +466,4 @@ func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, ctrNS *netns.NS, hos
 	if err := announce.Addresses(ctrNS, a.IfName, list); err != nil {
 		a.Logf("bridge: announcing addresses: %v", err)
 	}
-}
-
-// unwrap drops netlinkx's operation text: the reference's messages already
-// say what was attempted, so only the kernel's reason stays.
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }

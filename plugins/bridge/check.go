@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // cmdCheck verifies that the attachment described by prevResult still
@@ -24,36 +21,26 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, err := netns.Open(a.Netns)
-	if err != nil {
-		return fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
-	}
-	defer ctrNS.Close()
-
-	if conf.isL3() {
-		if err := cni.DelegateCheck(ctx, conf.IPAM.Type, a); err != nil {
-			return err
-		}
-	}
-	if conf.RawPrevResult == nil {
-		return errors.New("Required prevResult missing")
-	}
-	result, err := conf.PrevResult()
+	// IPAM CHECK only with IPAM: the reference asks it unconditionally.
+	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}
-	if result == nil {
-		return errors.New("Required prevResult missing")
-	}
+	defer ctrNS.Close()
 
-	var brEntry, contEntry cni.Interface
+	// The bridge entry is the last one named like the bridge; the container
+	// interface is picked among the others, and its error (no entry with
+	// CNI_IFNAME and CNI_NETNS) comes after the bridge's checks.
+	var brEntry cni.Interface
+	var others []*cni.Interface
 	for _, intf := range result.Interfaces {
 		if intf.Name == conf.BrName {
 			brEntry = *intf
-		} else if intf.Name == a.IfName && intf.Sandbox == a.Netns {
-			contEntry = *intf
+		} else {
+			others = append(others, intf)
 		}
 	}
+	contEntry, sandboxErr := ipam.ContainerInterface(others, a.IfName, a.Netns)
 
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
@@ -81,8 +68,8 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 			brEntry.Name, conf.PromiscMode, brLink.Promisc)
 	}
 
-	if a.Netns != contEntry.Sandbox {
-		return fmt.Errorf("Sandbox in prevResult %s doesn't match configured netns: %s", contEntry.Sandbox, a.Netns)
+	if sandboxErr != nil {
+		return sandboxErr
 	}
 
 	contLink, err := validateInterface(hc, contEntry, true)
@@ -129,10 +116,10 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return fmt.Errorf("CNI veth created for bridge %s was not found", conf.BrName)
 	}
 
-	if err := checkAddrs(hc, a.IfName, result.IPs); err != nil {
+	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
 	}
-	return checkRoutes(hc, result.Routes)
+	return ipam.CheckRoutes(hc, result.Routes)
 }
 
 // validateInterface looks a prevResult entry up in h's namespace and checks
@@ -152,118 +139,4 @@ func validateInterface(h *netlinkx.Handle, intf cni.Interface, inSandbox bool) (
 		return l, fmt.Errorf("Interface %s should not be in sandbox", intf.Name)
 	}
 	return l, nil
-}
-
-// checkAddrs verifies each prevResult address on ifName and that the main
-// table has a route to its network (contract §11.9; the message says
-// "Gateway" although any route to the subnet will do).
-func checkAddrs(h *netlinkx.Handle, ifName string, ips []*cni.IPConfig) error {
-	for _, ip := range ips {
-		if _, err := h.LinkByName(ifName); err != nil {
-			return fmt.Errorf("Cannot find container link %v", ifName)
-		}
-		addrs, err := h.Addrs(ifName, 0)
-		if err != nil {
-			return errors.New("Cannot obtain List of IP Addresses")
-		}
-		found := false
-		for _, ad := range addrs {
-			if ad.Prefix.Addr().Unmap() == ip.Address.Addr().Unmap() && ad.Prefix.Bits() == ip.Address.Bits() {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("Failed to match addr %v on interface %v", ip.Address, ifName)
-		}
-		fam := unix.AF_INET6
-		if ip.Address.Addr().Is4() {
-			fam = unix.AF_INET
-		}
-		routes, err := h.Routes(fam, 0)
-		if err != nil {
-			return fmt.Errorf("Error %v trying to find Gateway %v for interface %v", unwrap(err), ipOrNil(ip.Gateway), ifName)
-		}
-		found = false
-		for _, rt := range routes {
-			if rt.Dst == ip.Address.Masked() {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("Failed to find Gateway %v for interface %v", ipOrNil(ip.Gateway), ifName)
-		}
-	}
-	return nil
-}
-
-// checkRoutes verifies each prevResult route: a route to the same
-// destination (with the same gateway, if one is given) must exist; for a
-// default route any default route will do. Routes naming a table are
-// looked for in that table — the reference only searched the main table,
-// so such routes could never be found.
-func checkRoutes(h *netlinkx.Handle, routes []*cni.Route) error {
-	for _, want := range routes {
-		if !want.Dst.IsValid() {
-			return fmt.Errorf("Invalid static route found %s", routeText(want))
-		}
-		fam := unix.AF_INET6
-		if want.Dst.Addr().Is4() {
-			fam = unix.AF_INET
-		}
-		table := 0
-		if want.Table != nil {
-			table = *want.Table
-		}
-		have, err := h.Routes(fam, table)
-		if err != nil {
-			return fmt.Errorf("Expected Route %s not route table lookup error %v", routeText(want), unwrap(err))
-		}
-		dst := want.Dst.Masked()
-		found := false
-		for _, rt := range have {
-			if rt.Dst != dst {
-				continue
-			}
-			if dst.Bits() == 0 || !want.GW.IsValid() || rt.Gw == want.GW {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("Expected Route %s not found in routing table", routeText(want))
-		}
-	}
-	return nil
-}
-
-func ipOrNil(a netip.Addr) string {
-	if !a.IsValid() {
-		return "<nil>"
-	}
-	return a.String()
-}
-
-// routeText renders a route the way the reference's messages print one
-// (Go's %+v of its route struct), e.g.
-// {Dst:{IP:10.0.0.0 Mask:ffffff00} GW:<nil> MTU:0 AdvMSS:0 Priority:0 Table:<nil> Scope:<nil>}.
-func routeText(r *cni.Route) string {
-	dst := "{IP:<nil> Mask:<nil>}"
-	if r.Dst.IsValid() {
-		m := r.Dst.Masked()
-		bits := 32
-		if m.Addr().Is6() {
-			bits = 128
-		}
-		dst = fmt.Sprintf("{IP:%s Mask:%s}", m.Addr(), net.CIDRMask(m.Bits(), bits).String())
-	}
-	opt := func(p *int) string {
-		if p == nil {
-			return "<nil>"
-		}
-		return fmt.Sprint(*p)
-	}
-	return fmt.Sprintf("{Dst:%s GW:%s MTU:%d AdvMSS:%d Priority:%d Table:%s Scope:%s}",
-		dst, ipOrNil(r.GW), r.MTU, r.AdvMSS, r.Priority, opt(r.Table), opt(r.Scope))
 }

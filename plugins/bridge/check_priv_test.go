@@ -7,19 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 )
-
-// editPrev decodes an ADD result, lets fn change it and encodes it again.
-func editPrev(t *testing.T, out string, fn func(m map[string]any)) string {
-	t.Helper()
-	var m map[string]any
-	must(t, json.Unmarshal([]byte(out), &m))
-	fn(m)
-	b, err := json.Marshal(m)
-	must(t, err)
-	return string(b)
-}
 
 func ifaces(m map[string]any) []any { return m["interfaces"].([]any) }
 func iface(m map[string]any, i int) map[string]any {
@@ -31,18 +21,19 @@ func iface(m map[string]any, i int) map[string]any {
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
-	cfg := conf("1.0.0", `,"isGateway":true`+static(`[{"dst":"0.0.0.0/0"},{"dst":"192.168.7.0/24","gw":"10.70.0.1"}]`, "10.70.0.2/24"))
-	out := th.ok(call("ADD", ctr, "chk", cfg))
-	var r wireResult
-	must(t, json.Unmarshal([]byte(out), &r))
+	ctr, hc := plugintest.NewCtr(t)
+	cfg := conf("1.0.0", `,"isGateway":true`+plugintest.Static(`[{"dst":"0.0.0.0/0"},{"dst":"192.168.7.0/24","gw":"10.70.0.1"}]`, "10.70.0.2/24"))
+	out := th.OK(plugintest.Cmd("ADD", ctr, "chk", cfg))
+	var r plugintest.WireResult
+	plugintest.Must(t, json.Unmarshal([]byte(out), &r))
 	hostVeth := r.Interfaces[1].Name
 	cmac := r.Interfaces[2].Mac
 
-	th.ok(call("CHECK", ctr, "chk", withPrev(cfg, out)))
+	check := plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, out))
+	th.OK(check)
 
 	// Drift of the prevResult itself (nothing changed in the kernel).
-	otherCtr, _ := newCtr(t)
+	otherCtr, _ := plugintest.NewCtr(t)
 	prevCases := []struct {
 		name string
 		edit func(m map[string]any)
@@ -74,50 +65,27 @@ func TestCheck(t *testing.T) {
 		}, "Expected Route {Dst:{IP:192.168.7.0 Mask:ffffff00} GW:10.70.0.99 MTU:0 AdvMSS:0 Priority:0 Table:<nil> Scope:<nil>} not found in routing table"},
 	}
 	for _, tc := range prevCases {
-		e := th.fail(call("CHECK", ctr, "chk", withPrev(cfg, editPrev(t, out, tc.edit))))
-		if e.Msg != tc.want {
-			t.Errorf("%s: %q\n want %q", tc.name, e.Msg, tc.want)
-		}
+		th.FailsWith(tc.name, plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, plugintest.EditJSON(t, out, tc.edit))), tc.want)
 	}
 
 	// Config drift: promiscMode must equal the bridge's state.
 	promCfg := strings.Replace(cfg, `"isGateway":true`, `"isGateway":true,"promiscMode":true`, 1)
-	e := th.fail(call("CHECK", ctr, "chk", withPrev(promCfg, out)))
-	if want := "Bridge interface br0 configured Promisc Mode true doesn't match current state: false "; e.Msg != want {
-		t.Errorf("promisc: %q", e.Msg)
-	}
-	e = th.fail(call("CHECK", ctr, "chk", cfg))
-	if e.Msg != "Required prevResult missing" {
-		t.Errorf("no prevResult: %q", e.Msg)
-	}
+	th.FailsWith("promisc", plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(promCfg, out)),
+		"Bridge interface br0 configured Promisc Mode true doesn't match current state: false ")
+	th.FailsWith("no prevResult", plugintest.Cmd("CHECK", ctr, "chk", cfg), "Required prevResult missing")
 
 	// Kernel drift.
-	must(t, hc.DelAddr("eth0", netip.MustParsePrefix("10.70.0.2/24")))
-	e = th.fail(call("CHECK", ctr, "chk", withPrev(cfg, out)))
-	if e.Msg != "Failed to match addr 10.70.0.2/24 on interface eth0" {
-		t.Errorf("address removed: %q", e.Msg)
-	}
-	must(t, th.h.NoMaster(hostVeth))
-	e = th.fail(call("CHECK", ctr, "chk", withPrev(cfg, out)))
-	if e.Msg != "CNI veth created for bridge br0 was not found" {
-		t.Errorf("port removed: %q", e.Msg)
-	}
-	must(t, hc.DeleteLink("eth0"))
-	e = th.fail(call("CHECK", ctr, "chk", withPrev(cfg, out)))
-	if e.Msg != "Interface name eth0 not found" {
-		t.Errorf("container veth removed: %q", e.Msg)
-	}
-	must(t, th.h.DeleteLink("br0"))
-	must(t, th.h.AddVeth(netlinkx.VethSpec{Name: "br0", PeerName: "notbr"}))
-	e = th.fail(call("CHECK", ctr, "chk", withPrev(cfg, out)))
-	if e.Msg != "Interface br0 does not have link type of bridge" {
-		t.Errorf("bridge replaced: %q", e.Msg)
-	}
-	must(t, th.h.DeleteLink("br0"))
-	e = th.fail(call("CHECK", ctr, "chk", withPrev(cfg, out)))
-	if e.Msg != "Interface name br0 not found" {
-		t.Errorf("bridge removed: %q", e.Msg)
-	}
+	plugintest.Must(t, hc.DelAddr("eth0", netip.MustParsePrefix("10.70.0.2/24")))
+	th.FailsWith("address removed", check, "Failed to match addr 10.70.0.2/24 on interface eth0")
+	plugintest.Must(t, th.H.NoMaster(hostVeth))
+	th.FailsWith("port removed", check, "CNI veth created for bridge br0 was not found")
+	plugintest.Must(t, hc.DeleteLink("eth0"))
+	th.FailsWith("container veth removed", check, "Interface name eth0 not found")
+	plugintest.Must(t, th.H.DeleteLink("br0"))
+	plugintest.Must(t, th.H.AddVeth(netlinkx.VethSpec{Name: "br0", PeerName: "notbr"}))
+	th.FailsWith("bridge replaced", check, "Interface br0 does not have link type of bridge")
+	plugintest.Must(t, th.H.DeleteLink("br0"))
+	th.FailsWith("bridge removed", check, "Interface name br0 not found")
 }
 
 // TestCheckL2Only: a config without IPAM can be checked (the reference
@@ -125,31 +93,28 @@ func TestCheck(t *testing.T) {
 func TestCheckL2Only(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
+	ctr, hc := plugintest.NewCtr(t)
 	cfg := conf("0.4.0", "")
-	out := th.ok(call("ADD", ctr, "l2", cfg))
-	th.ok(call("CHECK", ctr, "l2", withPrev(cfg, out)))
-	must(t, hc.DeleteLink("eth0"))
+	out := th.OK(plugintest.Cmd("ADD", ctr, "l2", cfg))
+	th.OK(plugintest.Cmd("CHECK", ctr, "l2", plugintest.WithPrev(cfg, out)))
+	plugintest.Must(t, hc.DeleteLink("eth0"))
 	// Without a gateway address the bridge MAC is not pinned and follows
 	// its ports, so after port churn the bridge MAC check fails first
 	// (reference behaviour, kept).
-	e := th.fail(call("CHECK", ctr, "l2", withPrev(cfg, out)))
+	e := th.Fail(plugintest.Cmd("CHECK", ctr, "l2", plugintest.WithPrev(cfg, out)))
 	if !strings.HasPrefix(e.Msg, "Bridge interface br0 Mac doesn't match: ") {
 		t.Errorf("after deleting eth0: %q", e.Msg)
 	}
-	noBrMAC := editPrev(t, out, func(m map[string]any) { delete(iface(m, 0), "mac") })
-	e = th.fail(call("CHECK", ctr, "l2", withPrev(cfg, noBrMAC)))
-	if e.Msg != "Interface name eth0 not found" {
-		t.Errorf("after deleting eth0: %q", e.Msg)
-	}
+	noBrMAC := plugintest.EditJSON(t, out, func(m map[string]any) { delete(iface(m, 0), "mac") })
+	th.FailsWith("after deleting eth0", plugintest.Cmd("CHECK", ctr, "l2", plugintest.WithPrev(cfg, noBrMAC)), "Interface name eth0 not found")
 }
 
 // TestCheckVersionFloor: CHECK needs a 0.4.0+ config.
 func TestCheckVersionFloor(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, _ := newCtr(t)
-	e := th.fail(call("CHECK", ctr, "v", conf("0.3.1", "")))
+	ctr, _ := plugintest.NewCtr(t)
+	e := th.Fail(plugintest.Cmd("CHECK", ctr, "v", conf("0.3.1", "")))
 	if e.Code != 1 || e.Msg != "config version does not allow CHECK" {
 		t.Errorf("%+v", e)
 	}

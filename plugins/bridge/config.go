@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // defaultBridge is the bridge name when the config has none.
@@ -162,7 +163,7 @@ func (c *NetConf) addChecks() (net.HardwareAddr, error) {
 		return nil, errors.New("cannot set hairpin mode and promiscuous mode at the same time")
 	}
 	if c.IPMasq && c.isL3() {
-		if err := checkMasqBackend(c.IPMasqBackend); err != nil {
+		if err := vethplugin.CheckMasqBackend(c.IPMasqBackend); err != nil {
 			return nil, err
 		}
 	}
@@ -174,24 +175,4 @@ func (c *NetConf) addChecks() (net.HardwareAddr, error) {
 		return nil, fmt.Errorf("failed to make veth pair: %w", err)
 	}
 	return mac, nil
-}
-
-// checkMasqBackend accepts the two backend names of the reference; both
-// mean our native nftables masquerade. Absent (or null) is fine too.
-func checkMasqBackend(b *string) error {
-	if b == nil {
-		return nil
-	}
-	switch *b {
-	case "iptables", "nftables":
-		return nil
-	}
-	return fmt.Errorf("unknown ipmasq backend %q", *b)
-}
-
-// dnsSet reports whether the config's dns object sets anything, in which
-// case it replaces IPAM's DNS in the result (an explicitly empty list
-// counts as set, as in the reference).
-func dnsSet(d cni.DNSConf) bool {
-	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
 }

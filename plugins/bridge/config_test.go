@@ -214,23 +214,3 @@ func TestCalcGateways(t *testing.T) {
 		t.Errorf("without isGateway: gw %v, %v %v", r.IPs[0].Gateway, v4, v6)
 	}
 }
-
-func TestRouteText(t *testing.T) {
-	tbl := 100
-	tests := []struct {
-		r    cni.Route
-		want string
-	}{
-		{cni.Route{Dst: netip.MustParsePrefix("0.0.0.0/0")},
-			"{Dst:{IP:0.0.0.0 Mask:00000000} GW:<nil> MTU:0 AdvMSS:0 Priority:0 Table:<nil> Scope:<nil>}"},
-		{cni.Route{Dst: netip.MustParsePrefix("10.9.8.7/24"), GW: netip.MustParseAddr("10.9.8.1"), Table: &tbl},
-			"{Dst:{IP:10.9.8.0 Mask:ffffff00} GW:10.9.8.1 MTU:0 AdvMSS:0 Priority:0 Table:100 Scope:<nil>}"},
-		{cni.Route{Dst: netip.MustParsePrefix("fd00::/64")},
-			"{Dst:{IP:fd00:: Mask:ffffffffffffffff0000000000000000} GW:<nil> MTU:0 AdvMSS:0 Priority:0 Table:<nil> Scope:<nil>}"},
-	}
-	for _, tt := range tests {
-		if got := routeText(&tt.r); got != tt.want {
-			t.Errorf("routeText = %s\n want %s", got, tt.want)
-		}
-	}
-}

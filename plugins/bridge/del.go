@@ -3,14 +3,11 @@ package bridge
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/macspoof"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // cmdDel removes the container's veth pair, releases its addresses and
@@ -25,8 +22,10 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	// The link first, then IPAM, as in the reference (ptp releases IPAM
+	// first).
 	if a.Netns != "" {
-		if err := delLink(a.Netns, a.IfName); err != nil {
+		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
 			// The namespace exists but something unexpected failed: the
 			// interface may still hold its addresses, so they are not
 			// released (the runtime retries DEL).
@@ -39,7 +38,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 			errs = append(errs, err)
 		}
 	}
-	own := owner(conf, a)
+	own := vethplugin.Owner(conf.Name, a)
 	if conf.MacSpoofChk {
 		if err := macspoof.Teardown(nil, own); err != nil {
 			// As the reference: reported, but DEL still succeeds.
@@ -52,28 +51,6 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// delLink deletes ifName in the namespace at path. A namespace or an
-// interface that no longer exists is success.
-func delLink(path, ifName string) error {
-	ns, err := netns.Open(path)
-	if errors.Is(err, netns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-		return fmt.Errorf("failed to delete %q: %w", ifName, unwrap(err))
-	}
-	return nil
 }
 
 // cmdGC forwards GC to IPAM and collects this network's masquerade and
@@ -98,10 +75,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 		}
 		return errors.Join(errs...)
 	}
-	valid := make([]nft.Owner, 0, len(atts))
-	for _, at := range atts {
-		valid = append(valid, nft.Owner{Network: conf.Name, ContainerID: at.ContainerID, IfName: at.IfName})
-	}
+	valid := vethplugin.ValidOwners(conf.Name, atts)
 	if conf.isL3() && conf.IPMasq {
 		if err := masq.GC(nil, conf.Name, valid); err != nil {
 			errs = append(errs, err)

@@ -26,31 +26,31 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 		{"bad vlanTrunk", `,"vlanTrunk":[{"minID":5,"maxID":1}]`, "minID is greater than maxID in trunk parameter", false},
 		{"hairpin and promisc", `,"hairpinMode":true,"promiscMode":true`,
 			"cannot set hairpin mode and promiscuous mode at the same time", false},
-		{"ipam and disableContainerInterface", `,"disableContainerInterface":true` + static("", "10.60.0.2/24"),
+		{"ipam and disableContainerInterface", `,"disableContainerInterface":true` + plugintest.Static("", "10.60.0.2/24"),
 			"cannot use IPAM when DisableContainerInterface flag is set", false},
-		{"masq backend", `,"ipMasq":true,"ipMasqBackend":""` + static("", "10.60.0.2/24"), `unknown ipmasq backend ""`, false},
+		{"masq backend", `,"ipMasq":true,"ipMasqBackend":""` + plugintest.Static("", "10.60.0.2/24"), `unknown ipmasq backend ""`, false},
 		{"bad mac", `,"runtimeConfig":{"mac":"nope"}`, "failed to make veth pair: address nope: invalid MAC address", false},
 		{"ipam missing", `,"ipam":{"type":"no-such-ipam"}`, `^failed to find plugin "no-such-ipam" in path \[.*\]$`, true},
-		{"ipam no addresses", static(""), "IPAM plugin returned missing IP config", true},
-		{"spoof-check set up, then IPAM fails", `,"macspoofchk":true,"ipMasq":true` + static(""), "IPAM plugin returned missing IP config", true},
-		{"unreachable IPAM route", static(`[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]`, "10.60.0.2/24"),
+		{"ipam no addresses", plugintest.Static(""), "IPAM plugin returned missing IP config", true},
+		{"spoof-check set up, then IPAM fails", `,"macspoofchk":true,"ipMasq":true` + plugintest.Static(""), "IPAM plugin returned missing IP config", true},
+		{"unreachable IPAM route", plugintest.Static(`[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]`, "10.60.0.2/24"),
 			`^failed to add route '192\.168\.0\.0/16 via 10\.99\.0\.1 dev eth0 .*': network is unreachable$`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			th := newHost(t)
-			ctr, hc := newCtr(t)
-			e := th.fail(call("ADD", ctr, "f", conf("1.0.0", tt.fields)))
+			ctr, hc := plugintest.NewCtr(t)
+			e := th.Fail(plugintest.Cmd("ADD", ctr, "f", conf("1.0.0", tt.fields)))
 			matchMsg(t, e.Msg, tt.msg)
-			wantLinks(t, hc, "lo")
-			if n := nftOwned(t, th.ns, nft.Owner{Network: "testnet", ContainerID: "f", IfName: "eth0"}); n != 0 {
+			plugintest.WantLinks(t, hc, "lo")
+			if n := plugintest.NFTOwned(t, th.NS, nft.Owner{Network: "testnet", ContainerID: "f", IfName: "eth0"}); n != 0 {
 				t.Errorf("%d nftables objects left", n)
 			}
 			if tt.bridge {
-				wantLinks(t, th.h, "lo", "br0")
+				plugintest.WantLinks(t, th.H, "lo", "br0")
 			} else {
-				wantLinks(t, th.h, "lo")
+				plugintest.WantLinks(t, th.H, "lo")
 			}
 		})
 	}
@@ -74,28 +74,28 @@ func matchMsg(t *testing.T, got, want string) {
 func TestFailedAddAfterIPAM(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	first, _ := newCtr(t)
-	r1 := th.add(first, "first", conf("1.0.0", `,"isGateway":true`+static("", "10.61.0.2/24")))
+	first, _ := plugintest.NewCtr(t)
+	r1 := th.Add(first, "first", conf("1.0.0", `,"isGateway":true`+plugintest.Static("", "10.61.0.2/24")))
 
-	ipamConf := static("", "10.62.0.5/24")
+	ipamConf := plugintest.Static("", "10.62.0.5/24")
 	dir := t.TempDir()
 	useHostLocal := plugintest.HasPlugin(t, "host-local")
 	if useHostLocal {
-		ipamConf = hostLocal(dir, "10.62.0.0/24")
+		ipamConf = plugintest.HostLocal(dir, "10.62.0.0/24")
 	}
-	ctr, hc := newCtr(t)
-	e := th.fail(call("ADD", ctr, "second", conf("1.0.0", `,"isGateway":true`+ipamConf)))
+	ctr, hc := plugintest.NewCtr(t)
+	e := th.Fail(plugintest.Cmd("ADD", ctr, "second", conf("1.0.0", `,"isGateway":true`+ipamConf)))
 	want := `failed to set bridge addr: "br0" already has an IP address different from 10.62.0.1/24`
 	if e.Msg != want {
 		t.Errorf("error %q\n want %q", e.Msg, want)
 	}
-	wantLinks(t, hc, "lo")
-	wantLinks(t, th.h, "lo", "br0", r1.Interfaces[1].Name)
-	if got := addrStrings(t, th.h, "br0", 0); len(got) != 1 || got[0] != "10.61.0.1/24" {
+	plugintest.WantLinks(t, hc, "lo")
+	plugintest.WantLinks(t, th.H, "lo", "br0", r1.Interfaces[1].Name)
+	if got := plugintest.AddrStrings(t, th.H, "br0", 0); len(got) != 1 || got[0] != "10.61.0.1/24" {
 		t.Errorf("br0 addresses %v", got)
 	}
 	if useHostLocal {
-		if got := reservations(t, dir); len(got) != 0 {
+		if got := plugintest.Reservations(t, dir); len(got) != 0 {
 			t.Errorf("host-local still holds %v", got)
 		}
 	} else {
@@ -103,9 +103,9 @@ func TestFailedAddAfterIPAM(t *testing.T) {
 	}
 
 	// forceAddress replaces the conflicting gateway instead.
-	ctr3, _ := newCtr(t)
-	th.add(ctr3, "third", conf("1.0.0", `,"isGateway":true,"forceAddress":true`+static("", "10.63.0.5/24")))
-	if got := addrStrings(t, th.h, "br0", 0); len(got) != 1 || got[0] != "10.63.0.1/24" {
+	ctr3, _ := plugintest.NewCtr(t)
+	th.Add(ctr3, "third", conf("1.0.0", `,"isGateway":true,"forceAddress":true`+plugintest.Static("", "10.63.0.5/24")))
+	if got := plugintest.AddrStrings(t, th.H, "br0", 0); len(got) != 1 || got[0] != "10.63.0.1/24" {
 		t.Errorf("br0 addresses after forceAddress %v", got)
 	}
 }
@@ -115,16 +115,16 @@ func TestFailedAddAfterIPAM(t *testing.T) {
 func TestAddInterfaceExists(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
-	must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
-	before := mustLink(t, hc, "eth0")
-	e := th.fail(call("ADD", ctr, "x", conf("1.0.0", static("", "10.64.0.2/24"))))
+	ctr, hc := plugintest.NewCtr(t)
+	plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
+	before := plugintest.MustLink(t, hc, "eth0")
+	e := th.Fail(plugintest.Cmd("ADD", ctr, "x", conf("1.0.0", plugintest.Static("", "10.64.0.2/24"))))
 	matchMsg(t, e.Msg, `^container veth name \("eth0"\) peer provided \("veth[0-9a-f]{8}"\) already exists$`)
-	if after := mustLink(t, hc, "eth0"); after.Index != before.Index {
+	if after := plugintest.MustLink(t, hc, "eth0"); after.Index != before.Index {
 		t.Errorf("eth0 replaced: %+v", after)
 	}
-	wantLinks(t, hc, "lo", "eth0", "mine0")
-	wantLinks(t, th.h, "lo", "br0")
+	plugintest.WantLinks(t, hc, "lo", "eth0", "mine0")
+	plugintest.WantLinks(t, th.H, "lo", "br0")
 }
 
 // TestDefaultGatewayWithIPAMDefaultRoute: isDefaultGateway plus an IPAM
@@ -133,8 +133,8 @@ func TestAddInterfaceExists(t *testing.T) {
 func TestDefaultGatewayWithIPAMDefaultRoute(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
-	r := th.add(ctr, "dg", conf("1.0.0", `,"isDefaultGateway":true`+static(`[{"dst":"0.0.0.0/0"}]`, "10.65.0.2/24")))
+	ctr, hc := plugintest.NewCtr(t)
+	r := th.Add(ctr, "dg", conf("1.0.0", `,"isDefaultGateway":true`+plugintest.Static(`[{"dst":"0.0.0.0/0"}]`, "10.65.0.2/24")))
 	if len(r.Routes) != 1 || r.Routes[0].Dst != "0.0.0.0/0" {
 		t.Errorf("routes %+v", r.Routes)
 	}
@@ -149,18 +149,18 @@ func TestDefaultGatewayWithIPAMDefaultRoute(t *testing.T) {
 func TestVlanUnsupportedKernel(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	if err := th.h.AddBridge(netlinkx.BridgeSpec{Name: "probe0", VlanFiltering: true}); err == nil {
+	if err := th.H.AddBridge(netlinkx.BridgeSpec{Name: "probe0", VlanFiltering: true}); err == nil {
 		t.Skip("kernel supports VLAN filtering")
 	}
 	for i, f := range []string{`,"vlan":100`, `,"vlanTrunk":[]`} {
-		ctr, hc := newCtr(t)
-		e := th.fail(call("ADD", ctr, fmt.Sprint("v", i), conf("1.0.0", f)))
+		ctr, hc := plugintest.NewCtr(t)
+		e := th.Fail(plugintest.Cmd("ADD", ctr, fmt.Sprint("v", i), conf("1.0.0", f)))
 		if e.Msg != `failed to create bridge "br0": could not add "br0": operation not supported` {
 			t.Errorf("%s: %q", f, e.Msg)
 		}
-		wantLinks(t, hc, "lo")
+		plugintest.WantLinks(t, hc, "lo")
 	}
-	wantLinks(t, th.h, "lo")
+	plugintest.WantLinks(t, th.H, "lo")
 }
 
 // TestFailedAddDuplicateAddress: IPAM hands out an address the bridge
@@ -169,14 +169,14 @@ func TestVlanUnsupportedKernel(t *testing.T) {
 func TestFailedAddDuplicateAddress(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	first, _ := newCtr(t)
-	r1 := th.add(first, "first", conf("1.0.0", `,"isGateway":true`+static("", "fd00:66::2/64")))
-	ctr, hc := newCtr(t)
-	e := th.fail(call("ADD", ctr, "dup", conf("1.0.0", `,"enabledad":true`+static("", "fd00:66::1/64 fd00:66::fe"))))
+	first, _ := plugintest.NewCtr(t)
+	r1 := th.Add(first, "first", conf("1.0.0", `,"isGateway":true`+plugintest.Static("", "fd00:66::2/64")))
+	ctr, hc := plugintest.NewCtr(t)
+	e := th.Fail(plugintest.Cmd("ADD", ctr, "dup", conf("1.0.0", `,"enabledad":true`+plugintest.Static("", "fd00:66::1/64 fd00:66::fe"))))
 	want := `failed to settle addresses for "eth0": link eth0 has address fd00:66::1 in DADFAILED state`
 	if e.Msg != want {
 		t.Errorf("error %q\n want %q", e.Msg, want)
 	}
-	wantLinks(t, hc, "lo")
-	wantLinks(t, th.h, "lo", "br0", r1.Interfaces[1].Name)
+	plugintest.WantLinks(t, hc, "lo")
+	plugintest.WantLinks(t, th.H, "lo", "br0", r1.Interfaces[1].Name)
 }

@@ -27,41 +27,36 @@ func gcConf(fields string, valid []string) string {
 func TestGC(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	plugintest.RequirePlugin(t, "host-local")
-	dir := t.TempDir()
-	fields := `,"isGateway":true,"ipMasq":true,"macspoofchk":true` + hostLocal(dir, "10.90.0.0/24")
-	keep, _ := newCtr(t)
-	stale, _ := newCtr(t)
-	o := th.exec(call("ADD", keep, "keep", conf("1.1.0", fields)))
-	skipIfNotImplemented(t, o)
-	if o.Status != 0 {
-		t.Fatalf("ADD: %s", o.Stdout)
-	}
-	th.ok(call("ADD", stale, "stale", conf("1.1.0", fields)))
+	dir := plugintest.HostLocalStore(t)
+	fields := `,"isGateway":true,"ipMasq":true,"macspoofchk":true` + plugintest.HostLocal(dir, "10.90.0.0/24")
+	keep, _ := plugintest.NewCtr(t)
+	stale, _ := plugintest.NewCtr(t)
+	th.OKOrSkip(plugintest.Cmd("ADD", keep, "keep", conf("1.1.0", fields)))
+	th.OK(plugintest.Cmd("ADD", stale, "stale", conf("1.1.0", fields)))
 	ownKeep := nft.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}
 	ownStale := nft.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}
-	if len(reservations(t, dir)) != 2 || nftOwned(t, th.ns, ownKeep) == 0 || nftOwned(t, th.ns, ownStale) == 0 {
-		t.Fatalf("after ADD: reservations %v, owned %d/%d", reservations(t, dir), nftOwned(t, th.ns, ownKeep), nftOwned(t, th.ns, ownStale))
+	if len(plugintest.Reservations(t, dir)) != 2 || plugintest.NFTOwned(t, th.NS, ownKeep) == 0 || plugintest.NFTOwned(t, th.NS, ownStale) == 0 {
+		t.Fatalf("after ADD: reservations %v, owned %d/%d", plugintest.Reservations(t, dir), plugintest.NFTOwned(t, th.NS, ownKeep), plugintest.NFTOwned(t, th.NS, ownStale))
 	}
 
 	// No list: nothing of ours is collected.
-	o = th.exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, nil)})
+	o := th.Exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, nil)})
 	if o.Status != 0 || !strings.Contains(o.Stderr, "nothing collected") {
 		t.Errorf("GC without list: %d %s / %s", o.Status, o.Stdout, o.Stderr)
 	}
-	if nftOwned(t, th.ns, ownStale) == 0 {
+	if plugintest.NFTOwned(t, th.NS, ownStale) == 0 {
 		t.Error("GC without a list collected nftables state")
 	}
 
-	o = th.exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, []string{"keep"})})
+	o = th.Exec(plugintest.Call{Command: "GC", Stdin: gcConf(fields, []string{"keep"})})
 	if o.Status != 0 || o.Stdout != "" {
 		t.Fatalf("GC: %d %q %s", o.Status, o.Stdout, o.Stderr)
 	}
-	if got := reservations(t, dir); len(got) != 1 {
+	if got := plugintest.Reservations(t, dir); len(got) != 1 {
 		t.Errorf("reservations after GC %v", got)
 	}
-	if nftOwned(t, th.ns, ownStale) != 0 || nftOwned(t, th.ns, ownKeep) == 0 {
-		t.Errorf("owned after GC: stale %d keep %d", nftOwned(t, th.ns, ownStale), nftOwned(t, th.ns, ownKeep))
+	if plugintest.NFTOwned(t, th.NS, ownStale) != 0 || plugintest.NFTOwned(t, th.NS, ownKeep) == 0 {
+		t.Errorf("owned after GC: stale %d keep %d", plugintest.NFTOwned(t, th.NS, ownStale), plugintest.NFTOwned(t, th.NS, ownKeep))
 	}
 }
 
@@ -70,11 +65,11 @@ func TestGC(t *testing.T) {
 func TestGCWithoutState(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	o := th.exec(plugintest.Call{Command: "GC", Stdin: gcConf("", []string{})})
+	o := th.Exec(plugintest.Call{Command: "GC", Stdin: gcConf("", []string{})})
 	if o.Status != 0 || o.Stdout != "" || o.Stderr != "" {
 		t.Errorf("GC: %d %q %q", o.Status, o.Stdout, o.Stderr)
 	}
-	e := th.fail(plugintest.Call{Command: "GC", Stdin: conf("1.0.0", "")})
+	e := th.Fail(plugintest.Call{Command: "GC", Stdin: conf("1.0.0", "")})
 	if e.Code != 1 || e.Msg != "config version does not allow GC" {
 		t.Errorf("GC on 1.0.0: %+v", e)
 	}
@@ -88,18 +83,18 @@ func TestStatus(t *testing.T) {
 		fields, want string
 	}{
 		{"", ""},
-		{static("", "10.91.0.2/24"), ""},
+		{plugintest.Static("", "10.91.0.2/24"), ""},
 		{`,"ipam":{"type":"no-such-ipam"}`, `failed to find plugin "no-such-ipam" in path [`},
 		{`,"vlan":-2`, "invalid VLAN ID -2 (must be between 0 and 4094)"},
 	} {
-		o := th.exec(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
+		o := th.Exec(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
 		if tt.want == "" {
 			if o.Status != 0 || o.Stdout != "" {
 				t.Errorf("%s: %d %s", tt.fields, o.Status, o.Stdout)
 			}
 			continue
 		}
-		e := th.fail(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
+		e := th.Fail(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", tt.fields)})
 		if !strings.HasPrefix(e.Msg, tt.want) {
 			t.Errorf("%s: %q, want prefix %q", tt.fields, e.Msg, tt.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
@@ -15,16 +16,16 @@ import (
 // 192.0.2.1/24 and 2001:db8:1::1/64, the internet end .2 / ::2. The
 // internet namespace has no route to any container network, so only
 // masqueraded traffic can be answered.
-func withInternet(t *testing.T, th *testHost) *netns.NS {
+func withInternet(t *testing.T, th *plugintest.Host) *netns.NS {
 	t.Helper()
 	inet := privtest.NewNS(t)
-	privtest.Wire(t, th.ns, "up0", netip.MustParsePrefix("192.0.2.1/24"), inet, "down0", netip.MustParsePrefix("192.0.2.2/24"))
+	privtest.Wire(t, th.NS, "up0", netip.MustParsePrefix("192.0.2.1/24"), inet, "down0", netip.MustParsePrefix("192.0.2.2/24"))
 	h, err := openHandle(inet)
-	must(t, err)
+	plugintest.Must(t, err)
 	defer h.Close()
-	must(t, h.AddAddr("down0", netip.MustParsePrefix("2001:db8:1::2/64"), nodad))
-	must(t, th.h.AddAddr("up0", netip.MustParsePrefix("2001:db8:1::1/64"), nodad))
-	must(t, h.SetUp("lo"))
+	plugintest.Must(t, h.AddAddr("down0", netip.MustParsePrefix("2001:db8:1::2/64"), nodad))
+	plugintest.Must(t, th.H.AddAddr("up0", netip.MustParsePrefix("2001:db8:1::1/64"), nodad))
+	plugintest.Must(t, h.SetUp("lo"))
 	return inet
 }
 
@@ -36,17 +37,13 @@ func TestIPMasq(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
 	inet := withInternet(t, th)
-	masqCtr, _ := newCtr(t)
-	plainCtr, _ := newCtr(t)
-	cfgMasq := conf("1.0.0", `,"isDefaultGateway":true,"ipMasq":true,"ipMasqBackend":"nftables"`+static("", "10.80.0.2/24", "fd00:80::2/64"))
-	o := th.exec(call("ADD", masqCtr, "masq", cfgMasq))
-	skipIfNotImplemented(t, o)
-	if o.Status != 0 {
-		t.Fatalf("ADD: %s %s", o.Stdout, o.Stderr)
-	}
-	th.add(plainCtr, "plain", conf("1.0.0", `,"isDefaultGateway":true`+static("", "10.80.0.3/24", "fd00:80::3/64")))
+	masqCtr, _ := plugintest.NewCtr(t)
+	plainCtr, _ := plugintest.NewCtr(t)
+	cfgMasq := conf("1.0.0", `,"isDefaultGateway":true,"ipMasq":true,"ipMasqBackend":"nftables"`+plugintest.Static("", "10.80.0.2/24", "fd00:80::2/64"))
+	th.OKOrSkip(plugintest.Cmd("ADD", masqCtr, "masq", cfgMasq))
+	th.Add(plainCtr, "plain", conf("1.0.0", `,"isDefaultGateway":true`+plugintest.Static("", "10.80.0.3/24", "fd00:80::3/64")))
 	own := nft.Owner{Network: "testnet", ContainerID: "masq", IfName: "eth0"}
-	if n := nftOwned(t, th.ns, own); n == 0 {
+	if n := plugintest.NFTOwned(t, th.NS, own); n == 0 {
 		t.Error("no nftables state owned by the container after ADD")
 	}
 
@@ -72,8 +69,8 @@ func TestIPMasq(t *testing.T) {
 		t.Errorf("inside the subnet: seen from %v, echoed %v", seen, echoed)
 	}
 
-	th.ok(call("DEL", masqCtr, "masq", cfgMasq))
-	if n := nftOwned(t, th.ns, own); n != 0 {
+	th.OK(plugintest.Cmd("DEL", masqCtr, "masq", cfgMasq))
+	if n := plugintest.NFTOwned(t, th.NS, own); n != 0 {
 		t.Errorf("%d nftables objects of the container left after DEL", n)
 	}
 }
@@ -83,25 +80,10 @@ func TestIPMasq(t *testing.T) {
 func TestIPMasqDelWithoutNetns(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, destroy := doomedCtr(t)
-	cfg := conf("1.0.0", `,"isGateway":true,"ipMasq":true`+static("", "10.81.0.2/24"))
-	o := th.exec(call("ADD", ctr, "gone", cfg))
-	skipIfNotImplemented(t, o)
-	if o.Status != 0 {
-		t.Fatalf("ADD: %s", o.Stdout)
-	}
-	own := nft.Owner{Network: "testnet", ContainerID: "gone", IfName: "eth0"}
-	if nftOwned(t, th.ns, own) == 0 {
-		t.Fatal("no nftables state after ADD")
-	}
-	path := ctr.Path()
-	destroy()
-	c := call("DEL", nil, "gone", cfg)
-	c.Netns = path
-	th.ok(c)
-	if n := nftOwned(t, th.ns, own); n != 0 {
-		t.Errorf("%d nftables objects left", n)
-	}
+	ctr, destroy := plugintest.DoomedCtr(t)
+	cfg := conf("1.0.0", `,"isGateway":true,"ipMasq":true`+plugintest.Static("", "10.81.0.2/24"))
+	th.OKOrSkip(plugintest.Cmd("ADD", ctr, "gone", cfg))
+	th.DelNetnsGone(ctr, destroy, nft.Owner{Network: "testnet", ContainerID: "gone", IfName: "eth0"}, cfg)
 }
 
 // TestMacSpoofChk proves the filter with packets: after the container
@@ -110,27 +92,23 @@ func TestIPMasqDelWithoutNetns(t *testing.T) {
 func TestMacSpoofChk(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	guarded, hg := newCtr(t)
-	free, hf := newCtr(t)
-	peerA, _ := newCtr(t)
-	peerB, _ := newCtr(t)
-	cfgGuard := conf("1.0.0", `,"macspoofchk":true`+static("", "10.82.0.2/24"))
-	o := th.exec(call("ADD", guarded, "guarded", cfgGuard))
-	skipIfNotImplemented(t, o)
-	if o.Status != 0 {
-		t.Fatalf("ADD: %s", o.Stdout)
-	}
-	th.add(free, "free", conf("1.0.0", static("", "10.82.0.3/24")))
-	th.add(peerA, "peerA", conf("1.0.0", static("", "10.82.0.4/24")))
-	th.add(peerB, "peerB", conf("1.0.0", static("", "10.82.0.5/24")))
+	guarded, hg := plugintest.NewCtr(t)
+	free, hf := plugintest.NewCtr(t)
+	peerA, _ := plugintest.NewCtr(t)
+	peerB, _ := plugintest.NewCtr(t)
+	cfgGuard := conf("1.0.0", `,"macspoofchk":true`+plugintest.Static("", "10.82.0.2/24"))
+	th.OKOrSkip(plugintest.Cmd("ADD", guarded, "guarded", cfgGuard))
+	th.Add(free, "free", conf("1.0.0", plugintest.Static("", "10.82.0.3/24")))
+	th.Add(peerA, "peerA", conf("1.0.0", plugintest.Static("", "10.82.0.4/24")))
+	th.Add(peerB, "peerB", conf("1.0.0", plugintest.Static("", "10.82.0.5/24")))
 
 	if !privtest.UDPRoundTrip(t, guarded, peerA, netip.MustParseAddr("10.82.0.4")) {
 		t.Fatal("guarded container with its own MAC: no round trip")
 	}
 	// New MACs; each talks to a peer that has never seen it, so no stale
 	// neighbour entry is involved.
-	must(t, hg.SetMAC("eth0", net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}))
-	must(t, hf.SetMAC("eth0", net.HardwareAddr{0x02, 0x66, 0, 0, 0, 2}))
+	plugintest.Must(t, hg.SetMAC("eth0", net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}))
+	plugintest.Must(t, hf.SetMAC("eth0", net.HardwareAddr{0x02, 0x66, 0, 0, 0, 2}))
 	if privtest.UDPRoundTrip(t, guarded, peerB, netip.MustParseAddr("10.82.0.5")) {
 		t.Error("spoofed source MAC got through the bridge")
 	}
@@ -139,11 +117,11 @@ func TestMacSpoofChk(t *testing.T) {
 	}
 
 	own := nft.Owner{Network: "testnet", ContainerID: "guarded", IfName: "eth0"}
-	if nftOwned(t, th.ns, own) == 0 {
+	if plugintest.NFTOwned(t, th.NS, own) == 0 {
 		t.Error("no nftables state owned by the guarded container")
 	}
-	th.ok(call("DEL", guarded, "guarded", cfgGuard))
-	if n := nftOwned(t, th.ns, own); n != 0 {
+	th.OK(plugintest.Cmd("DEL", guarded, "guarded", cfgGuard))
+	if n := plugintest.NFTOwned(t, th.NS, own); n != 0 {
 		t.Errorf("%d nftables objects left after DEL", n)
 	}
 }

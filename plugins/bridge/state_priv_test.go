@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 )
 
@@ -15,16 +16,16 @@ import (
 func TestKernelStateAfterAdd(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
-	r := th.add(ctr, "c1", conf("1.0.0", `,"isDefaultGateway":true,"mtu":1400`+static("", "10.22.0.5/16", "fd00:22::5/64")))
+	ctr, hc := plugintest.NewCtr(t)
+	r := th.Add(ctr, "c1", conf("1.0.0", `,"isDefaultGateway":true,"mtu":1400`+plugintest.Static("", "10.22.0.5/16", "fd00:22::5/64")))
 	hostVeth := r.Interfaces[1].Name
 
 	// Container side.
-	eth0 := mustLink(t, hc, "eth0")
+	eth0 := plugintest.MustLink(t, hc, "eth0")
 	if !eth0.Up || eth0.MTU != 1400 || eth0.Kind != "veth" || eth0.MAC.String() != r.Interfaces[2].Mac {
 		t.Errorf("eth0 %+v", eth0)
 	}
-	if got := addrStrings(t, hc, "eth0", 0); !slices.Equal(got, []string{"10.22.0.5/16", "fd00:22::5/64"}) {
+	if got := plugintest.AddrStrings(t, hc, "eth0", 0); !slices.Equal(got, []string{"10.22.0.5/16", "fd00:22::5/64"}) {
 		t.Errorf("eth0 addresses %v", got)
 	}
 	if !hasRoute(t, hc, "0.0.0.0/0", "10.22.0.1") || !hasRoute(t, hc, "::/0", "fd00:22::1") {
@@ -36,7 +37,7 @@ func TestKernelStateAfterAdd(t *testing.T) {
 		"net/ipv6/conf/eth0/keep_addr_on_down": "1",
 		"net/ipv6/conf/eth0/disable_ipv6":      "0",
 	} {
-		if got := sysctl(t, ctr, key); got != want {
+		if got := plugintest.Sysctl(t, ctr, key); got != want {
 			t.Errorf("container %s = %s, want %s", key, got, want)
 		}
 	}
@@ -47,14 +48,14 @@ func TestKernelStateAfterAdd(t *testing.T) {
 	}
 
 	// Host side.
-	br := mustLink(t, th.h, "br0")
+	br := plugintest.MustLink(t, th.H, "br0")
 	if br.Kind != "bridge" || !br.Up || br.MTU != 1400 || br.MAC.String() != r.Interfaces[0].Mac {
 		t.Errorf("br0 %+v", br)
 	}
-	if got := addrStrings(t, th.h, "br0", 0); !slices.Equal(got, []string{"10.22.0.1/16", "fd00:22::1/64"}) {
+	if got := plugintest.AddrStrings(t, th.H, "br0", 0); !slices.Equal(got, []string{"10.22.0.1/16", "fd00:22::1/64"}) {
 		t.Errorf("br0 addresses %v", got)
 	}
-	veth := mustLink(t, th.h, hostVeth)
+	veth := plugintest.MustLink(t, th.H, hostVeth)
 	if !veth.Up || veth.MasterIndex != br.Index || veth.MTU != 1400 || veth.OperState != netlinkx.OperUp {
 		t.Errorf("host veth %+v", veth)
 	}
@@ -67,25 +68,25 @@ func TestKernelStateAfterAdd(t *testing.T) {
 		"net/ipv4/ip_forward":                      "1",
 		"net/ipv6/conf/all/forwarding":             "1",
 	} {
-		if got := sysctl(t, th.ns, key); got != want {
+		if got := plugintest.Sysctl(t, th.NS, key); got != want {
 			t.Errorf("host %s = %s, want %s", key, got, want)
 		}
 	}
 
 	// A second container: the bridge keeps its pinned MAC, and its
 	// addresses are not duplicated.
-	ctr2, _ := newCtr(t)
-	c2 := call("ADD", ctr2, "c2", conf("1.0.0", `,"isDefaultGateway":true`+static("", "10.22.0.6/16", "fd00:22::6/64")))
-	o := th.exec(c2)
+	ctr2, _ := plugintest.NewCtr(t)
+	c2 := plugintest.Cmd("ADD", ctr2, "c2", conf("1.0.0", `,"isDefaultGateway":true`+plugintest.Static("", "10.22.0.6/16", "fd00:22::6/64")))
+	o := th.Exec(c2)
 	if o.Status != 0 || o.Stderr != "" {
 		t.Fatalf("second ADD: %d %s\nstderr: %s", o.Status, o.Stdout, o.Stderr)
 	}
-	var r2 wireResult
-	must(t, json.Unmarshal([]byte(o.Stdout), &r2))
-	if r2.Interfaces[0].Mac != r.Interfaces[0].Mac || mustLink(t, th.h, "br0").MAC.String() != r.Interfaces[0].Mac {
+	var r2 plugintest.WireResult
+	plugintest.Must(t, json.Unmarshal([]byte(o.Stdout), &r2))
+	if r2.Interfaces[0].Mac != r.Interfaces[0].Mac || plugintest.MustLink(t, th.H, "br0").MAC.String() != r.Interfaces[0].Mac {
 		t.Errorf("bridge MAC changed: %s -> %s", r.Interfaces[0].Mac, r2.Interfaces[0].Mac)
 	}
-	if got := addrStrings(t, th.h, "br0", 0); len(got) != 2 {
+	if got := plugintest.AddrStrings(t, th.H, "br0", 0); len(got) != 2 {
 		t.Errorf("br0 addresses after a second ADD %v", got)
 	}
 }
@@ -95,16 +96,16 @@ func TestKernelStateAfterAdd(t *testing.T) {
 func TestEnableDad(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
-	ctr, hc := newCtr(t)
-	th.add(ctr, "dad", conf("1.0.0", `,"enabledad":true,"isGateway":true`+static("", "fd00:23::5/64")))
-	if got := sysctl(t, ctr, "net/ipv6/conf/eth0/accept_dad"); got != "1" {
+	ctr, hc := plugintest.NewCtr(t)
+	th.Add(ctr, "dad", conf("1.0.0", `,"enabledad":true,"isGateway":true`+plugintest.Static("", "fd00:23::5/64")))
+	if got := plugintest.Sysctl(t, ctr, "net/ipv6/conf/eth0/accept_dad"); got != "1" {
 		t.Errorf("accept_dad %s", got)
 	}
-	if got := sysctl(t, ctr, "net/ipv6/conf/eth0/enhanced_dad"); got != "1" {
+	if got := plugintest.Sysctl(t, ctr, "net/ipv6/conf/eth0/enhanced_dad"); got != "1" {
 		t.Errorf("enhanced_dad %s", got)
 	}
 	addrs, err := hc.Addrs("eth0", unix.AF_INET6)
-	must(t, err)
+	plugintest.Must(t, err)
 	for _, a := range addrs {
 		if a.Tentative() {
 			t.Errorf("%s still tentative after ADD", a.Prefix)
@@ -119,58 +120,58 @@ func TestBridgeOptions(t *testing.T) {
 	t.Run("promisc and mtu", func(t *testing.T) {
 		t.Parallel()
 		th := newHost(t)
-		ctr, _ := newCtr(t)
-		th.add(ctr, "p", conf("1.0.0", `,"promiscMode":true,"mtu":1300`))
-		if br := mustLink(t, th.h, "br0"); !br.Promisc || br.MTU != 1300 {
+		ctr, _ := plugintest.NewCtr(t)
+		th.Add(ctr, "p", conf("1.0.0", `,"promiscMode":true,"mtu":1300`))
+		if br := plugintest.MustLink(t, th.H, "br0"); !br.Promisc || br.MTU != 1300 {
 			t.Errorf("br0 %+v", br)
 		}
 		// Existing bridge: MTU untouched, veth gets the configured one.
-		ctr2, hc2 := newCtr(t)
-		th.add(ctr2, "p2", conf("1.0.0", `,"promiscMode":true,"mtu":1280`))
-		if br := mustLink(t, th.h, "br0"); br.MTU != 1280 && br.MTU != 1300 {
+		ctr2, hc2 := plugintest.NewCtr(t)
+		th.Add(ctr2, "p2", conf("1.0.0", `,"promiscMode":true,"mtu":1280`))
+		if br := plugintest.MustLink(t, th.H, "br0"); br.MTU != 1280 && br.MTU != 1300 {
 			t.Errorf("br0 MTU %d", br.MTU)
 		}
-		if l := mustLink(t, hc2, "eth0"); l.MTU != 1280 {
+		if l := plugintest.MustLink(t, hc2, "eth0"); l.MTU != 1280 {
 			t.Errorf("eth0 MTU %d", l.MTU)
 		}
 	})
 	t.Run("not a bridge", func(t *testing.T) {
 		t.Parallel()
 		th := newHost(t)
-		must(t, th.h.AddVeth(netlinkx.VethSpec{Name: "br0", PeerName: "br0peer"}))
-		ctr, hc := newCtr(t)
-		e := th.fail(call("ADD", ctr, "x", conf("1.0.0", "")))
+		plugintest.Must(t, th.H.AddVeth(netlinkx.VethSpec{Name: "br0", PeerName: "br0peer"}))
+		ctr, hc := plugintest.NewCtr(t)
+		e := th.Fail(plugintest.Cmd("ADD", ctr, "x", conf("1.0.0", "")))
 		if e.Code != 999 || e.Msg != `failed to create bridge "br0": "br0" already exists but is not a bridge` {
 			t.Errorf("error %+v", e)
 		}
-		wantLinks(t, hc, "lo")
+		plugintest.WantLinks(t, hc, "lo")
 	})
 	t.Run("runtimeConfig mac", func(t *testing.T) {
 		t.Parallel()
 		th := newHost(t)
-		ctr, hc := newCtr(t)
+		ctr, hc := plugintest.NewCtr(t)
 		mac := "02:aa:bb:cc:dd:ee"
 		c := callArgs("ADD", ctr, "m", conf("1.0.0", `,"runtimeConfig":{"mac":"`+mac+`"}`), "IgnoreUnknown=1;MAC=02:00:00:00:00:01;K8S_POD_NAME=x")
-		r := th.addCall(c)
-		if l := mustLink(t, hc, "eth0"); l.MAC.String() != mac || r.Interfaces[2].Mac != mac {
+		r := th.AddCall(c)
+		if l := plugintest.MustLink(t, hc, "eth0"); l.MAC.String() != mac || r.Interfaces[2].Mac != mac {
 			t.Errorf("eth0 MAC %s, result %s, want %s", l.MAC, r.Interfaces[2].Mac, mac)
 		}
 		// CNI_ARGS MAC alone.
-		ctr2, hc2 := newCtr(t)
-		th.addCall(callArgs("ADD", ctr2, "m2", conf("1.0.0", ""), "MAC=02:00:00:00:00:01"))
-		if l := mustLink(t, hc2, "eth0"); l.MAC.String() != "02:00:00:00:00:01" {
+		ctr2, hc2 := plugintest.NewCtr(t)
+		th.AddCall(callArgs("ADD", ctr2, "m2", conf("1.0.0", ""), "MAC=02:00:00:00:00:01"))
+		if l := plugintest.MustLink(t, hc2, "eth0"); l.MAC.String() != "02:00:00:00:00:01" {
 			t.Errorf("eth0 MAC %s", l.MAC)
 		}
 	})
 	t.Run("disableContainerInterface", func(t *testing.T) {
 		t.Parallel()
 		th := newHost(t)
-		ctr, hc := newCtr(t)
-		r := th.add(ctr, "d", conf("1.0.0", `,"disableContainerInterface":true`))
-		if l := mustLink(t, hc, "eth0"); l.Up {
+		ctr, hc := plugintest.NewCtr(t)
+		r := th.Add(ctr, "d", conf("1.0.0", `,"disableContainerInterface":true`))
+		if l := plugintest.MustLink(t, hc, "eth0"); l.Up {
 			t.Errorf("eth0 up: %+v", l)
 		}
-		if l := mustLink(t, th.h, r.Interfaces[1].Name); !l.Up || l.OperState == netlinkx.OperUp {
+		if l := plugintest.MustLink(t, th.H, r.Interfaces[1].Name); !l.Up || l.OperState == netlinkx.OperUp {
 			t.Errorf("host veth %+v", l)
 		}
 	})

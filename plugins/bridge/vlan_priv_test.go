@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 )
@@ -12,14 +13,14 @@ import (
 // These need a kernel with bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING,
 // which needs 802.1Q); they skip elsewhere and run in the VM.
 
-func portVlans(t *testing.T, th *testHost, port string) []netlinkx.BridgeVlan {
+func portVlans(t *testing.T, th *plugintest.Host, port string) []netlinkx.BridgeVlan {
 	t.Helper()
-	v, err := th.h.BridgeVlans(port)
-	must(t, err)
+	v, err := th.H.BridgeVlans(port)
+	plugintest.Must(t, err)
 	return v
 }
 
-func wantVlans(t *testing.T, th *testHost, port string, want ...netlinkx.BridgeVlan) {
+func wantVlans(t *testing.T, th *plugintest.Host, port string, want ...netlinkx.BridgeVlan) {
 	t.Helper()
 	if got := portVlans(t, th, port); !slices.Equal(got, want) {
 		t.Errorf("%s VLANs %+v, want %+v", port, got, want)
@@ -33,15 +34,15 @@ func TestVlanAccessPort(t *testing.T) {
 	privtest.RequireBridgeVlanFiltering(t)
 	t.Parallel()
 	th := newHost(t)
-	a, _ := newCtr(t)
-	b, _ := newCtr(t)
-	other, _ := newCtr(t)
-	ra := th.add(a, "a", conf("1.0.0", `,"vlan":100`+static("", "10.110.0.2/24")))
-	th.add(b, "b", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`+static("", "10.110.0.3/24")))
-	rb := th.add(other, "o", conf("1.0.0", `,"vlan":200`+static("", "10.110.0.4/24")))
+	a, _ := plugintest.NewCtr(t)
+	b, _ := plugintest.NewCtr(t)
+	other, _ := plugintest.NewCtr(t)
+	ra := th.Add(a, "a", conf("1.0.0", `,"vlan":100`+plugintest.Static("", "10.110.0.2/24")))
+	th.Add(b, "b", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`+plugintest.Static("", "10.110.0.3/24")))
+	rb := th.Add(other, "o", conf("1.0.0", `,"vlan":200`+plugintest.Static("", "10.110.0.4/24")))
 
-	on, err := th.h.BridgeVlanFiltering("br0")
-	must(t, err)
+	on, err := th.H.BridgeVlanFiltering("br0")
+	plugintest.Must(t, err)
 	if !on {
 		t.Error("br0 does not filter VLANs")
 	}
@@ -62,8 +63,8 @@ func TestVlanPreserveDefault(t *testing.T) {
 	privtest.RequireBridgeVlanFiltering(t)
 	t.Parallel()
 	th := newHost(t)
-	c, _ := newCtr(t)
-	r := th.add(c, "p", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`))
+	c, _ := plugintest.NewCtr(t)
+	r := th.Add(c, "p", conf("1.0.0", `,"vlan":100,"preserveDefaultVlan":true`))
 	wantVlans(t, th, r.Interfaces[1].Name,
 		netlinkx.BridgeVlan{VID: 1, Untagged: true}, netlinkx.BridgeVlan{VID: 100, PVID: true, Untagged: true})
 }
@@ -75,21 +76,21 @@ func TestVlanTrunk(t *testing.T) {
 	privtest.RequireBridgeVlanFiltering(t)
 	t.Parallel()
 	th := newHost(t)
-	c1, _ := newCtr(t)
-	r1 := th.add(c1, "t1", conf("1.0.0", `,"vlanTrunk":[{"minID":10,"maxID":12},{"id":20},{"id":11}]`))
+	c1, _ := plugintest.NewCtr(t)
+	r1 := th.Add(c1, "t1", conf("1.0.0", `,"vlanTrunk":[{"minID":10,"maxID":12},{"id":20},{"id":11}]`))
 	wantVlans(t, th, r1.Interfaces[1].Name,
 		netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true},
 		netlinkx.BridgeVlan{VID: 10}, netlinkx.BridgeVlan{VID: 11}, netlinkx.BridgeVlan{VID: 12}, netlinkx.BridgeVlan{VID: 20})
 
-	c2, _ := newCtr(t)
-	r2 := th.add(c2, "t2", conf("1.0.0", `,"vlan":100,"vlanTrunk":[{"id":100},{"id":200}]`))
+	c2, _ := plugintest.NewCtr(t)
+	r2 := th.Add(c2, "t2", conf("1.0.0", `,"vlan":100,"vlanTrunk":[{"id":100},{"id":200}]`))
 	wantVlans(t, th, r2.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 100}, netlinkx.BridgeVlan{VID: 200})
 
 	// An empty trunk list turns filtering on and configures nothing.
 	th2 := newHost(t)
-	c3, _ := newCtr(t)
-	r3 := th2.add(c3, "t3", conf("1.0.0", `,"vlanTrunk":[]`))
-	if on, err := th2.h.BridgeVlanFiltering("br0"); err != nil || !on {
+	c3, _ := plugintest.NewCtr(t)
+	r3 := th2.Add(c3, "t3", conf("1.0.0", `,"vlanTrunk":[]`))
+	if on, err := th2.H.BridgeVlanFiltering("br0"); err != nil || !on {
 		t.Errorf("vlanTrunk []: filtering %v %v", on, err)
 	}
 	wantVlans(t, th2, r3.Interfaces[1].Name, netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true})
@@ -103,12 +104,12 @@ func TestVlanGatewayInterface(t *testing.T) {
 	privtest.RequireBridgeVlanFiltering(t)
 	t.Parallel()
 	th := newHost(t)
-	c1, _ := newCtr(t)
-	c2, _ := newCtr(t)
-	r1 := th.add(c1, "g1", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+static("", "10.120.0.2/24")))
-	r2 := th.add(c2, "g2", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+static("", "10.120.0.3/24")))
+	c1, _ := plugintest.NewCtr(t)
+	c2, _ := plugintest.NewCtr(t)
+	r1 := th.Add(c1, "g1", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+plugintest.Static("", "10.120.0.2/24")))
+	r2 := th.Add(c2, "g2", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+plugintest.Static("", "10.120.0.3/24")))
 
-	for _, r := range []*wireResult{r1, r2} {
+	for _, r := range []*plugintest.WireResult{r1, r2} {
 		if len(r.Interfaces) != 4 || r.Interfaces[3].Name != "br0.100" || r.Interfaces[3].Sandbox != "" {
 			t.Fatalf("interfaces %+v", r.Interfaces)
 		}
@@ -116,20 +117,20 @@ func TestVlanGatewayInterface(t *testing.T) {
 			t.Errorf("ip bound to %d", *r.IPs[0].Interface)
 		}
 	}
-	gw := mustLink(t, th.h, "br0.100")
+	gw := plugintest.MustLink(t, th.H, "br0.100")
 	if r1.Interfaces[3].Mac != gw.MAC.String() || !gw.Up {
 		t.Errorf("br0.100 %+v, result MAC %s", gw, r1.Interfaces[3].Mac)
 	}
-	if got := addrStrings(t, th.h, "br0.100", 0); !slices.Equal(got, []string{"10.120.0.1/24"}) {
+	if got := plugintest.AddrStrings(t, th.H, "br0.100", 0); !slices.Equal(got, []string{"10.120.0.1/24"}) {
 		t.Errorf("br0.100 addresses %v", got)
 	}
-	if got := addrStrings(t, th.h, "br0", 0); len(got) != 0 {
+	if got := plugintest.AddrStrings(t, th.H, "br0", 0); len(got) != 0 {
 		t.Errorf("br0 addresses %v", got)
 	}
 	// The gateway pair's port: an access port of VLAN 100.
-	br := mustLink(t, th.h, "br0")
-	links, err := th.h.Links()
-	must(t, err)
+	br := plugintest.MustLink(t, th.H, "br0")
+	links, err := th.H.Links()
+	plugintest.Must(t, err)
 	ports := 0
 	for _, l := range links {
 		if l.MasterIndex == br.Index {
@@ -142,7 +143,7 @@ func TestVlanGatewayInterface(t *testing.T) {
 	if ports != 3 {
 		t.Errorf("%d bridge ports, want 3 (two containers, one gateway pair)", ports)
 	}
-	if !privtest.UDPRoundTrip(t, c1, th.ns, netip.MustParseAddr("10.120.0.1")) {
+	if !privtest.UDPRoundTrip(t, c1, th.NS, netip.MustParseAddr("10.120.0.1")) {
 		t.Error("container -> VLAN gateway: no round trip")
 	}
 	if !privtest.UDPRoundTrip(t, c2, c1, netip.MustParseAddr("10.120.0.2")) {

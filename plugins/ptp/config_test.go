@@ -15,20 +15,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v\n want %s", tt.conf, err, tt.want)
 		}
 	}
-	bad := []string{"", "pf", "NFTABLES"}
-	for _, b := range bad {
-		if err := checkMasqBackend(&b); err == nil || err.Error() != `unknown ipmasq backend "`+b+`"` {
-			t.Errorf("backend %q: %v", b, err)
-		}
-	}
-	for _, b := range []string{"iptables", "nftables"} {
-		if err := checkMasqBackend(&b); err != nil {
-			t.Errorf("backend %q: %v", b, err)
-		}
-	}
-	if err := checkMasqBackend(nil); err != nil {
-		t.Errorf("absent backend: %v", err)
-	}
+	// The ipMasqBackend values: vethplugin.TestCheckMasqBackend.
 	c, err := loadConf([]byte(`{"name":"n","IPMASQ":true,"Mtu":1400,"ipMasqBackend":null}`))
 	if err != nil || !c.IPMasq || c.MTU != 1400 || c.IPMasqBackend != nil {
 		t.Errorf("case-insensitive keys: %+v %v", c, err)

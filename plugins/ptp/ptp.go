@@ -21,9 +21,8 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // Plugin is the ptp plugin.
@@ -53,34 +52,6 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	return &c, nil
 }
 
-// checkMasqBackend accepts the reference's two backend names; both mean
-// our native nftables masquerade. Absent (or null) is fine too.
-func checkMasqBackend(b *string) error {
-	if b == nil {
-		return nil
-	}
-	switch *b {
-	case "iptables", "nftables":
-		return nil
-	}
-	return fmt.Errorf("unknown ipmasq backend %q", *b)
-}
-
-func owner(c *NetConf, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: c.Name, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
-// undo collects what a failing ADD has to take back, run in reverse.
-type undo []func()
-
-func (u *undo) push(f func()) { *u = append(*u, f) }
-
-func (u undo) run() {
-	for i := len(u) - 1; i >= 0; i-- {
-		u[i]()
-	}
-}
-
 // hostBits is the host-route prefix length of a's family: 32 or 128.
 func hostBits(a netip.Addr) int {
 	if a.Is4() {
@@ -96,55 +67,30 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	if conf.IPMasq {
 		// The reference finds out only after the container is plumbed.
-		if err := checkMasqBackend(conf.IPMasqBackend); err != nil {
+		if err := vethplugin.CheckMasqBackend(conf.IPMasqBackend); err != nil {
 			return nil, err
 		}
 	}
 
 	// The namespace is opened before IPAM is asked (the reference asks
 	// first), so a bad CNI_NETNS costs no allocation.
-	ctrNS, err := netns.Open(a.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
-	}
-	defer ctrNS.Close()
-	hc, err := netlinkx.Open(ctrNS)
+	add, err := vethplugin.BeginAdd("ptp", a)
 	if err != nil {
 		return nil, err
 	}
-	defer hc.Close()
+	defer add.End(&err) // a failed ADD is rolled back
+	hc, hostNS := add.HC, add.HostNS
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer hh.Close()
-	hostNS, err := netns.Current()
-	if err != nil {
-		return nil, err
-	}
-	defer hostNS.Close()
 
-	var rollback undo
-	defer func() {
-		if err != nil {
-			rollback.run()
-		}
-	}()
-	// Released also when IPAM ADD itself fails (harmless, and what the
-	// spec recommends) and when IPAM returned no address.
-	if conf.IPAM.Type != "" {
-		rollback.push(func() {
-			if derr := cni.DelegateDel(ctx, conf.IPAM.Type, a); derr != nil {
-				a.Logf("ptp: rolling back IPAM: %v", derr)
-			}
-		})
-	}
-	result, err := cni.DelegateAdd(ctx, conf.IPAM.Type, a)
+	// IPAM before the veth, as in the reference; released also when IPAM
+	// ADD itself fails and when it returned no address.
+	result, err := add.DelegateAdd(ctx, conf.IPAM.Type)
 	if err != nil {
 		return nil, err
-	}
-	if len(result.IPs) == 0 {
-		return nil, errors.New("IPAM plugin returned missing IP config")
 	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through
@@ -166,22 +112,18 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rollback.push(func() {
-		if derr := hc.DeleteLink(a.IfName); derr != nil && !errors.Is(derr, netlinkx.ErrNotFound) {
-			a.Logf("ptp: rolling back: %v", derr)
-		}
-	})
+	add.LinkCreated(hc, a.IfName)
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), unwrap(err))
+		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), vethplugin.Unwrap(err))
 	}
 	if err := hh.SetUp(hostVeth); err != nil {
-		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, unwrap(err))
+		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, vethplugin.Unwrap(err))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
 	contLink, err := hc.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, unwrap(err))
+		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, vethplugin.Unwrap(err))
 	}
 
 	for _, ip := range result.IPs {
@@ -199,22 +141,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	if conf.IPMasq {
-		own := owner(conf, a)
-		addrs := make([]netip.Prefix, 0, len(result.IPs))
-		for _, ip := range result.IPs {
-			addrs = append(addrs, ip.Address)
-		}
-		rollback.push(func() {
-			if terr := masq.Teardown(nil, own); terr != nil {
-				a.Logf("ptp: rolling back masquerade: %v", terr)
-			}
-		})
-		if err := masq.Setup(nil, own, addrs); err != nil {
+		if err := add.SetupMasq(vethplugin.Owner(conf.Name, a), result.IPs); err != nil {
 			return nil, err
 		}
 	}
 
-	if conf.DNS.Nameservers != nil || conf.DNS.Search != nil || conf.DNS.Options != nil || conf.DNS.Domain != "" {
+	if vethplugin.DNSSet(conf.DNS) {
 		result.DNS = conf.DNS.DNS()
 	}
 	result.CNIVersion = cni.CurrentVersion
@@ -238,10 +170,7 @@ func enableForward(ips []*cni.IPConfig) error {
 		if !f.on {
 			continue
 		}
-		if v, err := netlinkx.Sysctl(nil, f.key); err == nil && v == "1" {
-			continue
-		}
-		if err := netlinkx.SetSysctl(nil, f.key, "1"); err != nil {
+		if err := vethplugin.EnableForward(f.key); err != nil {
 			return err
 		}
 	}
@@ -272,7 +201,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 		if !deleted[subnet] {
 			del := netlinkx.Route{Dst: subnet, LinkIndex: index}
 			if err := hc.DelRoute(del); err != nil {
-				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), unwrap(err))
+				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), vethplugin.Unwrap(err))
 			}
 			deleted[subnet] = true
 		}
@@ -286,7 +215,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 				continue
 			}
 			if err := hc.AddRoute(rt); err != nil {
-				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), unwrap(err))
+				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), vethplugin.Unwrap(err))
 			}
 			added[k] = true
 		}
@@ -299,21 +228,21 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 func setupHost(hh *netlinkx.Handle, hostVeth string, r *cni.Result) error {
 	l, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return fmt.Errorf("failed to lookup %q: %w", hostVeth, unwrap(err))
+		return fmt.Errorf("failed to lookup %q: %w", hostVeth, vethplugin.Unwrap(err))
 	}
 	gwDone := map[netip.Addr]bool{}
 	for _, ip := range r.IPs {
 		if !gwDone[ip.Gateway] {
 			gw := netip.PrefixFrom(ip.Gateway, hostBits(ip.Gateway))
 			if err := hh.AddAddr(hostVeth, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil {
-				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), unwrap(err))
+				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), vethplugin.Unwrap(err))
 			}
 			gwDone[ip.Gateway] = true
 		}
 		host := netip.PrefixFrom(ip.Address.Addr(), hostBits(ip.Address.Addr()))
 		err := hh.AddRoute(netlinkx.Route{Dst: host, LinkIndex: l.Index, Scope: unix.RT_SCOPE_HOST})
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("failed to add route on host: %w", unwrap(err))
+			return fmt.Errorf("failed to add route on host: %w", vethplugin.Unwrap(err))
 		}
 	}
 	return nil
@@ -338,6 +267,52 @@ func routeDesc(r netlinkx.Route, index int) string {
 	return fmt.Sprintf("{Ifindex: %d Dst: %s Src: %s Gw: %s Flags: [] Table: 0 Realm: 0}", index, r.Dst, src, gw)
 }
 
+// cmdCheck verifies the container side of the attachment described by
+// prevResult (contract §2.5): the container veth, its addresses and
+// routes. The host side is not examined, as in the reference.
+func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	// IPAM CHECK unconditionally, as in the reference.
+	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
+	if err != nil {
+		return err
+	}
+	defer ctrNS.Close()
+	contEntry, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	if err != nil {
+		return err
+	}
+
+	hc, err := netlinkx.Open(ctrNS)
+	if err != nil {
+		return err
+	}
+	defer hc.Close()
+	if contEntry.Name == "" {
+		return fmt.Errorf("Container interface name missing in prevResult: %v", contEntry.Name)
+	}
+	l, err := hc.LinkByName(contEntry.Name)
+	if err != nil {
+		return fmt.Errorf("ptp: Container Interface name in prevResult: %s not found", contEntry.Name)
+	}
+	if contEntry.Sandbox == "" {
+		return fmt.Errorf("ptp: Error: Container interface %s should not be in host namespace", l.Name)
+	}
+	if l.Kind != "veth" {
+		return fmt.Errorf("Error: Container interface %s not of type veth/p2p", l.Name)
+	}
+	if contEntry.Mac != "" && contEntry.Mac != l.MAC.String() {
+		return fmt.Errorf("ptp: Interface %s Mac %s doesn't match container Mac: %s", contEntry.Name, contEntry.Mac, l.MAC)
+	}
+	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+		return err
+	}
+	return ipam.CheckRoutes(hc, result.Routes)
+}
+
 // cmdDel releases the addresses, removes the veth pair (the host address
 // and routes go with it) and the masquerade state (contract §2.4). IPAM
 // first, as in the reference, but a failure there does not stop the rest:
@@ -349,43 +324,23 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	// IPAM first, then the link, as in the reference (bridge deletes the
+	// link first).
 	var errs []error
 	if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
 		errs = append(errs, err)
 	}
 	if a.Netns != "" {
-		if err := delLink(a.Netns, a.IfName); err != nil {
+		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if conf.IPMasq {
-		if err := masq.Teardown(nil, owner(conf, a)); err != nil {
+		if err := masq.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// delLink deletes ifName in the namespace at path; a namespace or an
-// interface that no longer exists is success.
-func delLink(path, ifName string) error {
-	ns, err := netns.Open(path)
-	if errors.Is(err, netns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-		return fmt.Errorf("failed to delete %q: %w", ifName, unwrap(err))
-	}
-	return nil
 }
 
 // cmdGC forwards GC to IPAM and collects masquerade state of this network
@@ -406,11 +361,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			a.Logf("ptp: GC without cni.dev/valid-attachments: nothing collected")
 			return errors.Join(errs...)
 		}
-		valid := make([]nft.Owner, 0, len(atts))
-		for _, at := range atts {
-			valid = append(valid, nft.Owner{Network: conf.Name, ContainerID: at.ContainerID, IfName: at.IfName})
-		}
-		if err := masq.GC(nil, conf.Name, valid); err != nil {
+		if err := masq.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -425,12 +376,4 @@ func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
-}
-
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }

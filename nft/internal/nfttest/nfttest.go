@@ -6,6 +6,10 @@
 //
 // It does not apply batches: a test describes the ruleset a Setup or
 // Teardown starts from and pins what that operation sends.
+//
+// It also holds the rest of what the components' tests share: Use, Run,
+// SendsNothing, Cat and the Sample and Other owners for golden tests, Live
+// (live.go) for live ones.
 package nfttest
 
 import (
@@ -22,6 +26,7 @@ import (
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 )
 
@@ -371,4 +376,73 @@ func diff(want, got string) string {
 		}
 	}
 	return "(identical lines, different bytes)"
+}
+
+// Use makes *open (a component's TaggedTable.Open) dial f for the rest of
+// the test.
+func Use(t testing.TB, open *nft.Opener, f *Fake) {
+	t.Helper()
+	old := *open
+	*open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
+	t.Cleanup(func() { *open = old })
+}
+
+// Cat concatenates lists of golden-file notes.
+func Cat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// Only fails the test unless exactly one batch was sent, and returns it.
+func (f *Fake) Only(t testing.TB) []netlink.Message {
+	t.Helper()
+	if len(f.Batches) != 1 {
+		t.Fatalf("%d batches, want 1", len(f.Batches))
+	}
+	return f.Batches[0]
+}
+
+// Sample and Other are the owners golden tests are written with: two
+// attachments of network mynet.
+var (
+	Sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
+	Other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
+)
+
+// Run points *open at a fake starting from st, runs op, which must
+// succeed, and returns the fake with what op sent.
+func Run(t testing.TB, open *nft.Opener, st State, op func() error) *Fake {
+	t.Helper()
+	f := &Fake{State: st}
+	Use(t, open, f)
+	if err := op(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// SendsNothing runs ops, each of which must succeed, against a ruleset
+// without the component's table and against existing, and fails the test
+// if any batch is sent: removing what is not there writes nothing (and
+// creates no table).
+func SendsNothing(t testing.TB, open *nft.Opener, existing State, ops ...func() error) {
+	t.Helper()
+	for name, st := range map[string]State{
+		"no table":    {Gen: 3},
+		"not present": existing,
+	} {
+		f := &Fake{State: st}
+		Use(t, open, f)
+		for _, op := range ops {
+			if err := op(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if len(f.Batches) != 0 {
+			t.Errorf("%s: %d batches sent, want none", name, len(f.Batches))
+		}
+	}
 }

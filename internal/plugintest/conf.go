@@ -1,0 +1,82 @@
+package plugintest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Config pieces and IPAM state for the interface plugins' tests. Their
+// configs name network "testnet".
+
+// Static is an "ipam" member (starting with a comma) for the static IPAM
+// plugin: each address is "addr/len" or "addr/len gw"; routes is a JSON
+// list ("" for none).
+func Static(routes string, addrs ...string) string {
+	var items []string
+	for _, a := range addrs {
+		ad, gw, _ := strings.Cut(a, " ")
+		if gw != "" {
+			items = append(items, fmt.Sprintf(`{"address":%q,"gateway":%q}`, ad, gw))
+		} else {
+			items = append(items, fmt.Sprintf(`{"address":%q}`, ad))
+		}
+	}
+	if routes == "" {
+		routes = "[]"
+	}
+	return fmt.Sprintf(`,"ipam":{"type":"static","addresses":[%s],"routes":%s}`, strings.Join(items, ","), routes)
+}
+
+// HostLocal is an "ipam" member for host-local with its store under dir
+// (and so the subnet's first address as gateway).
+func HostLocal(dir, subnet string) string {
+	return fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":%q}]]}`, dir, subnet)
+}
+
+// Reservations lists the addresses host-local holds under dir for
+// network testnet.
+func Reservations(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "testnet"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	Must(t, err)
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "last_reserved_ip") && e.Name() != "lock" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// WithPrev adds prevResult to a config.
+func WithPrev(conf, prev string) string {
+	return conf[:len(conf)-1] + `,"prevResult":` + prev + "}"
+}
+
+// EditJSON decodes a JSON object (an ADD result, say), lets fn change it
+// and encodes it again.
+func EditJSON(t testing.TB, js string, fn func(m map[string]any)) string {
+	t.Helper()
+	var m map[string]any
+	Must(t, json.Unmarshal([]byte(js), &m))
+	fn(m)
+	b, err := json.Marshal(m)
+	Must(t, err)
+	return string(b)
+}
+
+// HostLocalStore skips the test unless the built binary provides
+// host-local, and returns a fresh store directory for it (HostLocal,
+// Reservations).
+func HostLocalStore(t *testing.T) string {
+	t.Helper()
+	RequirePlugin(t, "host-local")
+	return t.TempDir()
+}

@@ -1,0 +1,254 @@
+// Package vethplugin is what the veth plugins (bridge, ptp) share around
+// their commands: the namespaces an ADD works in and the rollback of a
+// failed ADD (IPAM delegation with its release, the container interface,
+// masquerade), the start of CHECK (namespace, IPAM CHECK, prevResult),
+// deleting the container interface on DEL, the owner tags of their
+// nftables state, and the config checks both make.
+//
+// Only the logic that is the same in both lives here. What differs stays
+// in each plugin, explicitly: the order of DEL's steps (bridge deletes the
+// link, then releases IPAM; ptp releases IPAM first), when IPAM is called
+// during ADD, and every error text that the two references word
+// differently.
+package vethplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+// Owner is what the nftables state of attachment a in network is tagged
+// with.
+func Owner(network string, a *cni.CmdArgs) nft.Owner {
+	return nft.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+// ValidOwners are the owners of a GC's valid attachments in network: what
+// the nftables collectors must keep.
+func ValidOwners(network string, atts []cni.Attachment) []nft.Owner {
+	valid := make([]nft.Owner, 0, len(atts))
+	for _, at := range atts {
+		valid = append(valid, nft.Owner{Network: network, ContainerID: at.ContainerID, IfName: at.IfName})
+	}
+	return valid
+}
+
+// CheckMasqBackend accepts the reference's two ipMasqBackend names; both
+// mean our native nftables masquerade. Absent (or null) is fine too.
+func CheckMasqBackend(b *string) error {
+	if b == nil {
+		return nil
+	}
+	switch *b {
+	case "iptables", "nftables":
+		return nil
+	}
+	return fmt.Errorf("unknown ipmasq backend %q", *b)
+}
+
+// DNSSet reports whether the config's dns object sets anything, in which
+// case it replaces IPAM's DNS in the result (an explicitly empty list
+// counts as set, as in the reference).
+func DNSSet(d cni.DNSConf) bool {
+	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
+}
+
+// OpenNetns opens the container's namespace, with the reference's message
+// on failure.
+func OpenNetns(path string) (*netns.NS, error) {
+	ns, err := netns.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open netns %q: %w", path, err)
+	}
+	return ns, nil
+}
+
+// Add is one ADD in progress: the namespaces it works in, and (through the
+// embedded Rollback) what a failure has to take back.
+type Add struct {
+	Rollback
+	CtrNS  *netns.NS        // the container's namespace
+	HC     *netlinkx.Handle // netlink in CtrNS
+	HostNS *netns.NS        // the calling thread's: where the host end of the veth goes
+}
+
+// BeginAdd starts ADD a of plugin: it opens the container's namespace
+// (OpenNetns), netlink in it and the host namespace. The caller defers
+// End.
+func BeginAdd(plugin string, a *cni.CmdArgs) (*Add, error) {
+	ctrNS, err := OpenNetns(a.Netns)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := netlinkx.Open(ctrNS)
+	if err != nil {
+		ctrNS.Close()
+		return nil, err
+	}
+	hostNS, err := netns.Current()
+	if err != nil {
+		hc.Close()
+		ctrNS.Close()
+		return nil, err
+	}
+	return &Add{Rollback: Rollback{plugin: plugin, a: a}, CtrNS: ctrNS, HC: hc, HostNS: hostNS}, nil
+}
+
+// End ends the ADD: when *err is set (the ADD failed), everything
+// registered is taken back first; then the namespaces are closed.
+func (ad *Add) End(err *error) {
+	if *err != nil {
+		ad.Run()
+	}
+	ad.HostNS.Close()
+	ad.HC.Close()
+	ad.CtrNS.Close()
+}
+
+// Rollback collects what a failing ADD has to take back, and takes it back
+// in reverse order. Undo steps are best effort: their errors only reach
+// the invocation's stderr, as "<plugin>: rolling back[ <what>]: <err>".
+type Rollback struct {
+	plugin string
+	a      *cni.CmdArgs
+	steps  []func()
+}
+
+// Push registers undo; what names it in the log ("" for none).
+func (r *Rollback) Push(what string, undo func() error) {
+	prefix := r.plugin + ": rolling back"
+	if what != "" {
+		prefix += " " + what
+	}
+	r.steps = append(r.steps, func() {
+		if err := undo(); err != nil {
+			r.a.Logf("%s: %v", prefix, err)
+		}
+	})
+}
+
+// Run undoes everything registered, last first.
+func (r *Rollback) Run() {
+	for i := len(r.steps) - 1; i >= 0; i-- {
+		r.steps[i]()
+	}
+}
+
+// LinkCreated registers deleting the container interface ifName in h's
+// namespace (its veth peer goes with it); already gone is fine.
+func (r *Rollback) LinkCreated(h *netlinkx.Handle, ifName string) {
+	r.Push("", func() error {
+		if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+}
+
+// DelegateAdd runs IPAM ADD. The release (IPAM DEL) is registered first,
+// so it also runs when IPAM ADD itself fails (harmless, and what the spec
+// recommends) and when IPAM returned no address, which is an error.
+func (r *Rollback) DelegateAdd(ctx context.Context, ipamType string) (*cni.Result, error) {
+	if ipamType != "" {
+		r.Push("IPAM", func() error { return cni.DelegateDel(ctx, ipamType, r.a) })
+	}
+	result, err := cni.DelegateAdd(ctx, ipamType, r.a)
+	if err != nil {
+		return nil, err
+	}
+	if len(result.IPs) == 0 {
+		return nil, errors.New("IPAM plugin returned missing IP config")
+	}
+	return result, nil
+}
+
+// SetupMasq masquerades traffic from the addresses of ips for own (nft/masq
+// in the process's namespace), and registers its teardown.
+func (r *Rollback) SetupMasq(own nft.Owner, ips []*cni.IPConfig) error {
+	addrs := make([]netip.Prefix, 0, len(ips))
+	for _, ip := range ips {
+		addrs = append(addrs, ip.Address)
+	}
+	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
+	return masq.Setup(nil, own, addrs)
+}
+
+// BeginCheck is how both plugins start CHECK: it opens the container's
+// namespace (the caller closes it), runs IPAM CHECK when withIPAM, and
+// returns the prevResult; missing is the plugin's error text for a config
+// without one.
+func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bool, missing string) (*netns.NS, *cni.Result, error) {
+	ns, err := OpenNetns(a.Netns)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*netns.NS, *cni.Result, error) {
+		ns.Close()
+		return nil, nil, err
+	}
+	if withIPAM {
+		if err := cni.DelegateCheck(ctx, c.IPAM.Type, a); err != nil {
+			return fail(err)
+		}
+	}
+	if c.RawPrevResult == nil {
+		return fail(errors.New(missing))
+	}
+	result, err := c.PrevResult()
+	if err != nil {
+		return fail(err)
+	}
+	if result == nil {
+		return fail(errors.New(missing))
+	}
+	return ns, result, nil
+}
+
+// DeleteLink deletes ifName in the namespace at path, for DEL: a namespace
+// or an interface that no longer exists is success.
+func DeleteLink(path, ifName string) error {
+	ns, err := netns.Open(path)
+	if errors.Is(err, netns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
+		return fmt.Errorf("failed to delete %q: %w", ifName, Unwrap(err))
+	}
+	return nil
+}
+
+// EnableForward writes 1 to a forwarding sysctl of the process's namespace
+// unless it already is 1.
+func EnableForward(key string) error {
+	if v, err := netlinkx.Sysctl(nil, key); err == nil && v == "1" {
+		return nil
+	}
+	return netlinkx.SetSysctl(nil, key, "1")
+}
+
+// Unwrap drops netlinkx's operation text: the reference's messages already
+// say what was attempted, so only the kernel's reason stays.
+func Unwrap(err error) error {
+	var ne *netlinkx.Error
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
