@@ -141,7 +141,8 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 }
 
 // addL3 is the IPAM part of ADD (contract §1.2 step 9): addresses, routes,
-// gateway addresses on the bridge, forwarding, masquerade. The IPAM
+// gateway addresses on the bridge, forwarding, masquerade (started in the
+// background, joined by vethplugin.Add.End). The IPAM
 // release is registered with rollback before IPAM is asked.
 func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
 	br netlinkx.Link, result *cni.Result, rollback *vethplugin.Rollback) error {
@@ -150,6 +151,9 @@ func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.
 		return err
 	}
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
+	if conf.IPMasq {
+		rollback.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs)
+	}
 	gws4, gws6 := calcGateways(result, conf)
 
 	// Container sysctls: errors ignored, as in the reference.
@@ -196,9 +200,6 @@ func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.
 		}
 	}
 
-	if conf.IPMasq {
-		return rollback.SetupMasq(vethplugin.Owner(conf.Name, a), result.IPs)
-	}
 	return nil
 }
 

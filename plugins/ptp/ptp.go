@@ -92,6 +92,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if conf.IPMasq {
+		add.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
+	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through
 	// with an opaque netlink error.
@@ -138,12 +141,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	if err := setupHost(hh, hostVeth, result); err != nil {
 		return nil, err
-	}
-
-	if conf.IPMasq {
-		if err := add.SetupMasq(vethplugin.Owner(conf.Name, a), result.IPs); err != nil {
-			return nil, err
-		}
 	}
 
 	if vethplugin.DNSSet(conf.DNS) {

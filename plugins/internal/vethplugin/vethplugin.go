@@ -105,6 +105,9 @@ func BeginAdd(plugin string, a *cni.CmdArgs) (*Add, error) {
 // End ends the ADD: when *err is set (the ADD failed), everything
 // registered is taken back first; then the namespaces are closed.
 func (ad *Add) End(err *error) {
+	if werr := ad.Wait(); werr != nil && *err == nil {
+		*err = werr
+	}
 	if *err != nil {
 		ad.Run()
 	}
@@ -117,9 +120,29 @@ func (ad *Add) End(err *error) {
 // in reverse order. Undo steps are best effort: their errors only reach
 // the invocation's stderr, as "<plugin>: rolling back[ <what>]: <err>".
 type Rollback struct {
-	plugin string
-	a      *cni.CmdArgs
-	steps  []func()
+	plugin  string
+	a       *cni.CmdArgs
+	steps   []func()
+	pending []chan error // steps started in the background (Start)
+}
+
+// Start runs fn in the background, overlapping it with the rest of ADD;
+// Wait (called by Add.End, and by Run before undoing anything, so an undo
+// never races the step it undoes) collects its error.
+func (r *Rollback) Start(fn func() error) {
+	ch := make(chan error, 1)
+	go func() { ch <- fn() }()
+	r.pending = append(r.pending, ch)
+}
+
+// Wait waits for every step started with Start and returns their errors.
+func (r *Rollback) Wait() error {
+	var errs []error
+	for _, ch := range r.pending {
+		errs = append(errs, <-ch)
+	}
+	r.pending = nil
+	return errors.Join(errs...)
 }
 
 // Push registers undo; what names it in the log ("" for none).
@@ -137,6 +160,7 @@ func (r *Rollback) Push(what string, undo func() error) {
 
 // Run undoes everything registered, last first.
 func (r *Rollback) Run() {
+	_ = r.Wait() // a background step's error is already the reason we are here, or moot
 	for i := len(r.steps) - 1; i >= 0; i-- {
 		r.steps[i]()
 	}
@@ -170,15 +194,19 @@ func (r *Rollback) DelegateAdd(ctx context.Context, ipamType string) (*cni.Resul
 	return result, nil
 }
 
-// SetupMasq masquerades traffic from the addresses of ips for own (nft/masq
-// in the process's namespace), and registers its teardown.
-func (r *Rollback) SetupMasq(own nft.Owner, ips []*cni.IPConfig) error {
+// StartMasq masquerades traffic from the addresses of ips for own (nft/masq
+// in the process's namespace) in the background, and registers its
+// teardown. Background because an nf_tables commit costs an RCU grace
+// period when its socket is closed (nf_tables flushes its destroy work on
+// release): several milliseconds that overlap with the rest of ADD instead
+// of adding to it. Add.End joins it; its failure fails the ADD.
+func (r *Rollback) StartMasq(own nft.Owner, ips []*cni.IPConfig) {
 	addrs := make([]netip.Prefix, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, ip.Address)
 	}
 	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
-	return masq.Setup(nil, own, addrs)
+	r.Start(func() error { return masq.Setup(nil, own, addrs) })
 }
 
 // BeginCheck is how both plugins start CHECK: it opens the container's
