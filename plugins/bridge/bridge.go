@@ -421,7 +421,9 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 			}
 		}
 	}
-	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{}); err != nil && !errors.Is(err, unix.EEXIST) {
+	// No DAD for the gateway: IPAM never hands it out, and with DAD the
+	// container's IPv6 default route is unusable for the first ~2 s.
+	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, vethplugin.Unwrap(err))
 	}
 	if len(l.MAC) > 0 {
