@@ -101,6 +101,19 @@ func parseOptAddr(s string) (netip.Addr, error) {
 	return ParseAddr(s)
 }
 
+// parseIPConfig parses one ips entry of a 0.3.x or later result.
+func parseIPConfig(address, gateway string, iface *int) (*IPConfig, error) {
+	p, err := ParsePrefix(address)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := parseOptAddr(gateway)
+	if err != nil {
+		return nil, err
+	}
+	return &IPConfig{Interface: iface, Address: p, Gateway: gw}, nil
+}
+
 // DecodeResult parses data as a result of the declared version's family
 // (protocol.md §7.4). The cniVersion inside data must belong to that
 // family; an absent one is accepted (as 0.1.0) only by the legacy family.
@@ -169,15 +182,12 @@ func decodeMiddle(data []byte, version string) (*Result, error) {
 		r.Interfaces = append(r.Interfaces, &Interface{Name: i.Name, Mac: i.Mac, Sandbox: i.Sandbox})
 	}
 	for _, ip := range w.IPs {
-		p, err := ParsePrefix(ip.Address)
+		c, err := parseIPConfig(ip.Address, ip.Gateway, ip.Interface)
 		if err != nil {
 			return nil, err
 		}
-		gw, err := parseOptAddr(ip.Gateway)
-		if err != nil {
-			return nil, err
-		}
-		r.IPs = append(r.IPs, &IPConfig{Interface: ip.Interface, Address: p, Gateway: gw, Version: ip.Version, versionRead: true})
+		c.Version, c.versionRead = ip.Version, true
+		r.IPs = append(r.IPs, c)
 	}
 	return r, nil
 }
@@ -192,15 +202,11 @@ func decodeCurrent(data []byte, version string) (*Result, error) {
 		r.Interfaces = append(r.Interfaces, &Interface{Name: i.Name, Mac: i.Mac, MTU: i.MTU, Sandbox: i.Sandbox, SocketPath: i.SocketPath, PciID: i.PciID})
 	}
 	for _, ip := range w.IPs {
-		p, err := ParsePrefix(ip.Address)
+		c, err := parseIPConfig(ip.Address, ip.Gateway, ip.Interface)
 		if err != nil {
 			return nil, err
 		}
-		gw, err := parseOptAddr(ip.Gateway)
-		if err != nil {
-			return nil, err
-		}
-		r.IPs = append(r.IPs, &IPConfig{Interface: ip.Interface, Address: p, Gateway: gw})
+		r.IPs = append(r.IPs, c)
 	}
 	return r, nil
 }
