@@ -25,17 +25,22 @@ func listenIn(t testing.TB, ns *netns.NS, network, addr string) net.PacketConn {
 }
 
 // UDPRoundTrip sends a datagram from a socket in `from` to dst (an address
-// owned by a socket in `to`) and waits for the echo. It reports whether the
-// round trip completed within a second; it proves that packets flow both
-// ways between the two namespaces.
+// owned by a socket in `to`) and waits for the echo. It reports whether a
+// round trip completed within 1.5 s: the datagram is sent up to three times,
+// 500 ms apart, because the first one can be lost while neighbour discovery
+// runs on a loaded machine. It proves that packets flow both ways between
+// the two namespaces.
 func UDPRoundTrip(t testing.TB, from, to *netns.NS, dst netip.Addr) bool {
 	t.Helper()
 	server := listenIn(t, to, "udp", netip.AddrPortFrom(dst, 0).String())
 	defer server.Close()
 	go func() {
 		buf := make([]byte, 64)
-		n, peer, err := server.ReadFrom(buf)
-		if err == nil {
+		for {
+			n, peer, err := server.ReadFrom(buf)
+			if err != nil {
+				return // closed
+			}
 			server.WriteTo(buf[:n], peer)
 		}
 	}()
@@ -49,18 +54,20 @@ func UDPRoundTrip(t testing.TB, from, to *netns.NS, dst netip.Addr) bool {
 		return false
 	}
 	defer client.Close()
-	client.SetDeadline(time.Now().Add(time.Second))
-	if _, err := client.Write([]byte("nftcni")); err != nil {
-		t.Logf("sending to %s: %v", server.LocalAddr(), err)
-		return false
-	}
 	buf := make([]byte, 64)
-	n, err := client.Read(buf)
-	if err != nil || string(buf[:n]) != "nftcni" {
-		t.Logf("no echo from %s: %v", server.LocalAddr(), err)
-		return false
+	for attempt := 0; attempt < 3; attempt++ {
+		if _, err = client.Write([]byte("nftcni")); err != nil {
+			time.Sleep(500 * time.Millisecond) // e.g. ECONNREFUSED from an earlier ICMP error
+			continue
+		}
+		client.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		var n int
+		if n, err = client.Read(buf); err == nil && string(buf[:n]) == "nftcni" {
+			return true
+		}
 	}
-	return true
+	t.Logf("no echo from %s: %v", server.LocalAddr(), err)
+	return false
 }
 
 // Trip is a UDP round trip a test expects to work: from a socket in From
