@@ -163,7 +163,9 @@ func (r *Runtime) AddNetworkList(ctx context.Context, list *NetworkConfigList, r
 	return result, nil
 }
 
-func (r *Runtime) checkNetwork(ctx context.Context, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) error {
+// runPlugin runs one plugin of a list for CHECK or DEL: same stdin
+// building, same environment, output ignored.
+func (r *Runtime) runPlugin(ctx context.Context, cmd, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) error {
 	pluginPath, err := r.findPlugin(net)
 	if err != nil {
 		return err
@@ -172,7 +174,7 @@ func (r *Runtime) checkNetwork(ctx context.Context, name, cniVersion string, net
 	if err != nil {
 		return err
 	}
-	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv("CHECK", rt))
+	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv(cmd, rt))
 	return err
 }
 
@@ -201,24 +203,11 @@ func (r *Runtime) CheckNetworkList(ctx context.Context, list *NetworkConfigList,
 		return fmt.Errorf("failed to get network %q cached result: %w", list.Name, err)
 	}
 	for _, net := range list.Plugins {
-		if err := r.checkNetwork(ctx, list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
+		if err := r.runPlugin(ctx, "CHECK", list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (r *Runtime) delNetwork(ctx context.Context, name, cniVersion string, net *PluginConfig, prevResult *cni.Result, rt *RuntimeConf) error {
-	pluginPath, err := r.findPlugin(net)
-	if err != nil {
-		return err
-	}
-	newConf, err := buildOneConfig(name, cniVersion, net, prevResult, rt)
-	if err != nil {
-		return err
-	}
-	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv("DEL", rt))
-	return err
 }
 
 // DelNetworkList runs DEL on every plugin, last to first, stopping at the
@@ -245,7 +234,7 @@ func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, r
 	}
 	for i := len(list.Plugins) - 1; i >= 0; i-- {
 		net := list.Plugins[i]
-		if err := r.delNetwork(ctx, list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
+		if err := r.runPlugin(ctx, "DEL", list.Name, list.CNIVersion, net, cachedResult, rt); err != nil {
 			return fmt.Errorf("plugin %s failed (delete): %w", pluginDescription(net.Network), err)
 		}
 	}

@@ -125,6 +125,20 @@ func fstat(ns *NS) (unix.Stat_t, error) {
 // destroys it when the goroutine exits instead of reusing a thread that sits
 // in the wrong namespace.
 func (ns *NS) Do(fn func() error) error {
+	return onSwitchedThread(func() error {
+		if err := unix.Setns(ns.Fd(), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("switching to netns %q: %w", ns.path, err)
+		}
+		return nil
+	}, fn, fmt.Sprintf("switching back from netns %q", ns.path))
+}
+
+// onSwitchedThread runs enter then fn on a fresh goroutine with a locked
+// OS thread, then puts the thread back into the namespace it started in.
+// If enter fails, fn does not run. If switching back fails, the thread is
+// left locked: the Go runtime then destroys it when the goroutine exits
+// instead of reusing a thread that sits in the wrong namespace.
+func onSwitchedThread(enter, fn func() error, back string) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -135,15 +149,14 @@ func (ns *NS) Do(fn func() error) error {
 			return
 		}
 		defer unix.Close(orig)
-		if err := unix.Setns(ns.Fd(), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("switching to netns %q: %w", ns.path, err)
+		if err := enter(); err != nil {
+			runtime.UnlockOSThread() // enter failed: still in the original namespace
+			errc <- err
 			return
 		}
 		ferr := fn()
 		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			// Thread stays locked and dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("switching back from netns %q: %w", ns.path, err))
+			errc <- errors.Join(ferr, fmt.Errorf("%s: %w", back, err))
 			return
 		}
 		runtime.UnlockOSThread()
@@ -167,34 +180,18 @@ func New(dir, name string) (*NS, error) {
 	}
 	_ = f.Close()
 
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open(threadSelfPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("opening current netns %s: %w", threadSelfPath, err)
-			return
-		}
-		defer unix.Close(orig)
+	err = onSwitchedThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("creating netns %q: unshare: %w", path, err)
-			return
+			return fmt.Errorf("creating netns %q: unshare: %w", path, err)
 		}
-		merr := unix.Mount(threadSelfPath, path, "none", unix.MS_BIND, "")
-		if merr != nil {
-			merr = fmt.Errorf("creating netns %q: bind mount: %w", path, merr)
+		return nil
+	}, func() error {
+		if err := unix.Mount(threadSelfPath, path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("creating netns %q: bind mount: %w", path, err)
 		}
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			// Thread stays locked and dies with this goroutine.
-			errc <- errors.Join(merr, fmt.Errorf("creating netns %q: switching back: %w", path, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- merr
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	}, fmt.Sprintf("creating netns %q: switching back", path))
+	if err != nil {
 		_ = Remove(path)
 		return nil, err
 	}

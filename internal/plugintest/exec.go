@@ -137,22 +137,7 @@ const execTimeout = 60 * time.Second
 func Exec(t testing.TB, hostNS *netns.NS, plugin string, c Call) Outcome {
 	t.Helper()
 	dir := BinDir(t)
-	env := []string{"CNI_COMMAND=" + c.Command}
-	add := func(k, v string) {
-		if v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	add("CNI_CONTAINERID", c.ContainerID)
-	add("CNI_NETNS", c.Netns)
-	add("CNI_IFNAME", c.IfName)
-	add("CNI_ARGS", c.Args)
-	path := c.Path
-	if path == "" {
-		path = dir
-	}
-	add("CNI_PATH", path)
-	env = append(env, c.Extra...)
+	env := c.environ(dir)
 
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
 	defer cancel()

@@ -31,8 +31,9 @@ type Outcome struct {
 	Stderr string
 }
 
-// Run invokes p with c and returns what it printed.
-func Run(p *cni.Plugin, c Call) Outcome {
+// environ is the environment a runtime would give the plugin for c; empty
+// fields are left unset, and CNI_PATH defaults to defaultPath.
+func (c Call) environ(defaultPath string) []string {
 	env := []string{"CNI_COMMAND=" + c.Command}
 	add := func(k, v string) {
 		if v != "" {
@@ -45,10 +46,15 @@ func Run(p *cni.Plugin, c Call) Outcome {
 	add("CNI_ARGS", c.Args)
 	path := c.Path
 	if path == "" {
-		path = "/nonexistent"
+		path = defaultPath
 	}
 	add("CNI_PATH", path)
-	env = append(env, c.Extra...)
+	return append(env, c.Extra...)
+}
+
+// Run invokes p with c and returns what it printed.
+func Run(p *cni.Plugin, c Call) Outcome {
+	env := c.environ("/nonexistent")
 	var out, errb bytes.Buffer
 	status := cni.Run(context.Background(), p, cni.Invocation{
 		Env:     cni.EnvFromList(env),

@@ -25,15 +25,13 @@ import (
 	"net/netip"
 
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
 )
 
-// Addresses announces the addresses of ifName in ns (nil: the calling
-// thread's namespace). addrs says which families to announce: any IPv4
+// Addresses announces the addresses of ifName in h's namespace. addrs says which families to announce: any IPv4
 // address enables the gratuitous ARP, any IPv6 address that is not
 // link-local the neighbour advertisement. The kernel then announces every
 // address of that family on the link that is not tentative.
-func Addresses(ns *netns.NS, ifName string, addrs []netip.Addr) error {
+func Addresses(h *netlinkx.Handle, ifName string, addrs []netip.Addr) error {
 	var v4, v6 bool
 	for _, a := range addrs {
 		v4 = v4 || a.Is4()
@@ -42,11 +40,7 @@ func Addresses(ns *netns.NS, ifName string, addrs []netip.Addr) error {
 	if !v4 && !v6 {
 		return nil
 	}
-	h, err := netlinkx.Open(ns)
-	if err != nil {
-		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)
-	}
-	defer h.Close()
+	ns := h.NS()
 	l, err := h.LinkByName(ifName)
 	if err != nil {
 		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)

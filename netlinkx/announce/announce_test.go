@@ -128,7 +128,7 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 	}
 
 	fd := capture(t, b, "b0")
-	must(t, announce.Addresses(a, "a0", []netip.Addr{v4, v6, netip.MustParseAddr("fe80::1")}))
+	must(t, announce.Addresses(ha, "a0", []netip.Addr{v4, v6, netip.MustParseAddr("fe80::1")}))
 
 	var sawARP, sawNA bool
 	deadline := time.Now().Add(3 * time.Second)
@@ -185,14 +185,17 @@ func TestAnnouncementsOnTheWire(t *testing.T) {
 
 func TestAnnounceErrors(t *testing.T) {
 	ns := privtest.NewNS(t)
-	if err := announce.Addresses(ns, "nope0", []netip.Addr{netip.MustParseAddr("10.0.0.1")}); err == nil {
+	h, err := netlinkx.Open(ns)
+	must(t, err)
+	defer h.Close()
+	if err := announce.Addresses(h, "nope0", []netip.Addr{netip.MustParseAddr("10.0.0.1")}); err == nil {
 		t.Error("announcing on a missing link succeeded")
 	}
-	if err := announce.Addresses(ns, "lo", []netip.Addr{netip.MustParseAddr("2001:db8::9")}); err == nil || err.Error() != "announcing addresses of lo: not an Ethernet link" {
+	if err := announce.Addresses(h, "lo", []netip.Addr{netip.MustParseAddr("2001:db8::9")}); err == nil || err.Error() != "announcing addresses of lo: not an Ethernet link" {
 		t.Errorf("announcing on lo: %v", err)
 	}
 	// Nothing to announce: no netlink traffic, no error, even for a missing link.
-	if err := announce.Addresses(ns, "nope0", []netip.Addr{netip.MustParseAddr("fe80::1")}); err != nil {
+	if err := announce.Addresses(h, "nope0", []netip.Addr{netip.MustParseAddr("fe80::1")}); err != nil {
 		t.Errorf("link-local only: %v", err)
 	}
 }

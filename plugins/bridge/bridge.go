@@ -119,7 +119,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if st != netlinkx.OperUp {
 			return nil, fmt.Errorf("bridge port in error state: %s", st)
 		}
-		announceAddrs(a, hh, hc, ctrNS, hostVeth, result)
+		announceAddrs(a, hh, hc, hostVeth, result)
 	}
 
 	// MACs can change during ADD: the host end's when it joins the bridge,
@@ -438,7 +438,7 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 // advertisement for the container's addresses once its port forwards, so
 // neighbours that cached the address under an earlier container's MAC
 // learn the new one at once. Best effort: problems only reach stderr.
-func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, ctrNS *netns.NS, hostVeth string, r *cni.Result) {
+func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, hostVeth string, r *cni.Result) {
 	if len(r.IPs) == 0 {
 		return
 	}
@@ -466,7 +466,7 @@ func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, ctrNS *netns.NS, hos
 			list = append(list, ad)
 		}
 	}
-	if err := announce.Addresses(ctrNS, a.IfName, list); err != nil {
+	if err := announce.Addresses(hc, a.IfName, list); err != nil {
 		a.Logf("bridge: announcing addresses: %v", err)
 	}
 }
