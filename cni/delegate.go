@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,18 @@ func Lookup(name string) *Plugin {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	return registry[name]
+}
+
+// Registered returns the names of the registered plugins, sorted.
+func Registered() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // FindInPath locates plugin name in the CNI_PATH directories the way the

@@ -11,8 +11,8 @@ import (
 )
 
 // LockDir holds one lock file per network namespace that nftcni writes
-// nftables rules in. A variable so tests can point it elsewhere.
-var LockDir = "/run/nftcni/locks"
+// nftables rules in.
+const LockDir = "/run/nftcni/locks"
 
 // nsIdentity names the namespace a Conn talks to by device and inode, the
 // identity the kernel itself uses for namespaces.

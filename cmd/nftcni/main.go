@@ -7,33 +7,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
 )
 
-// plugins is filled by the plugin_*.go files, each behind a build tag
-// (nftcni_no_<name>) so an edge build can leave plugins out.
-var plugins = map[string]*cni.Plugin{}
+// The plugin_*.go files register the plugins, each behind a build tag
+// (nftcni_no_<name>) so an edge build can leave plugins out. cni's registry
+// is the only list: dispatch, the CLI and in-process delegation all read it.
+func register(p *cni.Plugin) { cni.Register(p) }
 
-func register(p *cni.Plugin) {
-	plugins[p.Name] = p
-	cni.Register(p)
-}
-
-func pluginNames() []string {
-	names := make([]string, 0, len(plugins))
-	for n := range plugins {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func pluginNames() []string { return cni.Registered() }
 
 func main() {
 	name := filepath.Base(os.Args[0])
-	if p, ok := plugins[name]; ok {
+	if p := cni.Lookup(name); p != nil {
 		os.Exit(cni.Main(p))
 	}
 	if name == "nftcni" || strings.HasPrefix(name, "nftcni.") || strings.HasPrefix(name, "nftcni-") {
