@@ -184,6 +184,7 @@ func (b *Batch) elements(s *nftables.Set, elems []Element, add bool) {
 		}
 		vals[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd}
 		if add {
+			vals[i].Val = e.Val
 			vals[i].Comment = e.Comment
 		}
 	}

@@ -15,8 +15,10 @@ import (
 // them), the range end for interval sets with concatenations, and the
 // comment — for ours, an owner tag.
 type Element struct {
-	Key     []byte
-	KeyEnd  []byte
+	Key    []byte
+	KeyEnd []byte
+	// Val is a map element's data (nil in plain sets).
+	Val     []byte
 	Comment string
 }
 
@@ -113,6 +115,8 @@ func decodeElements(b []byte) ([]Element, error) {
 							el.Nested(dataValue(&e.Key))
 						case nftaSetElemKeyEnd:
 							el.Nested(dataValue(&e.KeyEnd))
+						case unix.NFTA_SET_ELEM_DATA:
+							el.Nested(dataValue(&e.Val))
 						case unix.NFTA_SET_ELEM_USERDATA:
 							e.Comment = comment(el.Bytes())
 						}

@@ -137,10 +137,10 @@ func (tx *Tx) EnsureRules(ch *nftables.Chain, rules []StaticRule) error {
 	return nil
 }
 
-// SameElement reports whether a and b have the same key, range end and
-// comment.
+// SameElement reports whether a and b have the same key, range end, map
+// data and comment.
 func SameElement(a, b Element) bool {
-	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && a.Comment == b.Comment
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && bytes.Equal(a.Val, b.Val) && a.Comment == b.Comment
 }
 
 // ReplaceElements adds to the batch what turns set s, currently holding

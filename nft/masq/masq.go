@@ -179,7 +179,7 @@ func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.El
 			bits = max(bits-96, 0)
 		}
 		sub := netip.PrefixFrom(a, bits).Masked()
-		first, last := sub.Addr().AsSlice(), lastAddr(sub).AsSlice()
+		first, last := sub.Addr().AsSlice(), nft.LastAddr(sub).AsSlice()
 		addr := a.AsSlice()
 		ms, es := masq4, exempt4
 		if a.Is6() {
@@ -187,25 +187,14 @@ func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.El
 		}
 		want[ms] = append(want[ms], nft.Element{Key: addr, Comment: tag})
 		want[es] = append(want[es], nft.Element{
-			Key:     concat(first, addr),
-			KeyEnd:  concat(last, addr),
+			Key:     nft.Concat(first, addr),
+			KeyEnd:  nft.Concat(last, addr),
 			Comment: tag,
 		})
 	}
 	return want, nil
 }
 
-func concat(a, b []byte) []byte { return append(append([]byte{}, a...), b...) }
-
-// lastAddr is the highest address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
 
 // conflicts reports whether e, an element of s, is for the same container
 // address as one of want: such an element is taken over (see the package

@@ -36,6 +36,7 @@ var Update = flag.Bool("update", false, "rewrite golden files")
 // Elem is a set element of the fake ruleset.
 type Elem struct {
 	Key, KeyEnd []byte
+	Val         []byte // map data
 	Comment     string
 }
 
@@ -254,6 +255,9 @@ func elem(e Elem) []byte {
 	attrs := []netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: value(e.Key)}}
 	if e.KeyEnd != nil {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | 10, Data: value(e.KeyEnd)})
+	}
+	if e.Val != nil {
+		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: value(e.Val)})
 	}
 	if e.Comment != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: nft.RuleUserData(e.Comment)})

@@ -1,0 +1,157 @@
+package portmap
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
+)
+
+// The golden files pin the exact netlink messages of each operation, each
+// annotated with the nft command sending the same request. Regenerate
+// with `go test ./nft/portmap -run Golden -update` and review the diff.
+
+var sample, other = nfttest.Sample, nfttest.Other
+
+// web is sample's spec: tcp 8080 → 10.88.0.5:80 with hairpin and
+// localhost masquerade.
+var web = Spec{
+	Owner: sample,
+	Mappings: []Mapping{{HostPort: 8080, Proto: unix.IPPROTO_TCP,
+		Target: netip.MustParseAddrPort("10.88.0.5:80")}},
+	Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24")},
+	Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+}
+
+var staticNotes4 = []string{
+	`nft add table ip nftcni_portmap`,
+	`nft add map ip nftcni_portmap hostip_ports { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }`,
+	`nft add map ip nftcni_portmap ports { type inet_proto . inet_service : ipv4_addr . inet_service; }`,
+	`nft add set ip nftcni_portmap hairpin { type ipv4_addr . ipv4_addr; flags interval; }`,
+	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
+	`nft add chain ip nftcni_portmap conditional`,
+	`nft add chain ip nftcni_portmap hostports`,
+	`nft add chain ip nftcni_portmap prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
+	`nft add chain ip nftcni_portmap output { type nat hook output priority dstnat; policy accept; }`,
+	`nft add chain ip nftcni_portmap postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+	`nft add chain ip nftcni_portmap input { type filter hook input priority filter; policy accept; }`,
+}
+
+var ruleNotes4 = []string{
+	`nft add rule ip nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
+	`nft add rule ip nftcni_portmap hostports dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
+	`nft add rule ip nftcni_portmap hostports dnat ip to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade comment "` + cmtLocalhost + `"`,
+	`nft add rule ip nftcni_portmap input iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state & (established|related) == 0 ct status & dnat == 0 drop comment "` + cmtGuard + `"`,
+}
+
+func comments(f *family) map[string][]string {
+	m := map[string][]string{}
+	for _, ch := range f.chains() {
+		for _, r := range staticRules(f, ch) {
+			m["ip "+TableName+" "+ch.Name] = append(m["ip "+TableName+" "+ch.Name], r.Comment)
+		}
+	}
+	return m
+}
+
+// existing is a ruleset where sample holds tcp 8080 and other udp 5353.
+func existing() nfttest.State {
+	return nfttest.State{
+		Gen:    41,
+		Tables: map[string]bool{"ip nftcni_portmap": true},
+		Chains: comments(fam4),
+		Sets: map[string][]nfttest.Elem{
+			"ip nftcni_portmap ports": {
+				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
+				{Key: []byte{17, 0, 0, 0, 0x14, 0xe9, 0, 0}, Val: []byte{10, 88, 0, 7, 0x14, 0xe9, 0, 0}, Comment: other.Tag()},
+			},
+			"ip nftcni_portmap hairpin": {
+				{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
+			},
+			"ip nftcni_portmap localhost": {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
+		},
+	}
+}
+
+func TestGoldenSetupFresh(t *testing.T) {
+	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, []string{
+		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+	}))
+}
+
+// Repeating a Setup re-asserts the static objects and writes no rule and
+// no element.
+func TestGoldenSetupAgain(t *testing.T) {
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
+	nfttest.Golden(t, "setup_again", f.Only(t), staticNotes4)
+}
+
+// Another owner asking for a held port fails and sends nothing.
+func TestConflictSendsNothing(t *testing.T) {
+	s := web
+	s.Owner = nft.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
+	s.Mappings = []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("10.88.0.9:53")}}
+	f := &nfttest.Fake{State: existing()}
+	nfttest.Use(t, &open, f)
+	err := Setup(nil, s)
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.HostPort != 5353 || ce.Proto != unix.IPPROTO_UDP || ce.Holder != other.Tag() {
+		t.Fatalf("got %v", err)
+	}
+	if len(f.Batches) != 0 {
+		t.Errorf("%d batches sent", len(f.Batches))
+	}
+	t.Log(err)
+}
+
+func TestGoldenTeardown(t *testing.T) {
+	var removed Removed
+	f := nfttest.Run(t, &open, existing(), func() (err error) {
+		removed, err = Teardown(nil, other)
+		return err
+	})
+	nfttest.Golden(t, "teardown", f.Only(t), []string{
+		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
+	})
+	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
+		t.Errorf("removed %+v", removed)
+	}
+}
+
+// GC with only other valid removes sample's elements.
+func TestGoldenGC(t *testing.T) {
+	f := nfttest.Run(t, &open, existing(), func() error {
+		_, err := GC(nil, sample.Network, []nft.Owner{other})
+		return err
+	})
+	nfttest.Golden(t, "gc", f.Only(t), []string{
+		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
+		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+	})
+}
+
+func TestTeardownNothingSendsNothing(t *testing.T) {
+	absent := sample
+	absent.ContainerID = "absent"
+	nfttest.SendsNothing(t, &open, existing(), func() error {
+		_, err := Teardown(nil, absent)
+		return err
+	})
+	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
+		_, err := Teardown(nil, absent)
+		return err
+	})
+}

@@ -1,0 +1,644 @@
+// Package portmap forwards host ports to containers with nftables maps: the
+// portmap plugin's data plane (contract/meta-plugins.md §1, DESIGN §2–3).
+//
+// # Data model
+//
+// One table per family (ip, ip6), so that the maps' address types are
+// fixed; both are written in the same batch. For ip:
+//
+//	table ip nftcni_portmap {
+//		map hostip_ports {
+//			type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service
+//			elements = { 192.0.2.1 . tcp . 8080 : 10.1.0.5 . 80 comment "<owner tag>" }
+//		}
+//		map ports {
+//			type inet_proto . inet_service : ipv4_addr . inet_service
+//			elements = { tcp . 8080 : 10.1.0.5 . 80 comment "<owner tag>" }
+//		}
+//		set hairpin {
+//			type ipv4_addr . ipv4_addr; flags interval
+//			elements = { 10.1.0.0/24 . 10.1.0.5 comment "<owner tag>" }
+//		}
+//		set localhost {
+//			type ipv4_addr
+//			elements = { 10.1.0.5 comment "<owner tag>" }
+//		}
+//		chain prerouting {
+//			type nat hook prerouting priority dstnat; policy accept;
+//			fib daddr type local jump hostports
+//		}
+//		chain output {
+//			type nat hook output priority dstnat; policy accept;
+//			fib daddr type local jump hostports
+//		}
+//		chain hostports {
+//			jump conditional
+//			dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports
+//			dnat ip to meta l4proto . th dport map @ports
+//		}
+//		chain conditional {
+//			ip saddr 192.168.0.0/16 tcp dport 8080 dnat ip to 10.1.0.5:80 comment "<owner tag>"
+//		}
+//		chain postrouting {
+//			type nat hook postrouting priority srcnat; policy accept;
+//			ct status dnat ip saddr . ip daddr @hairpin masquerade
+//			ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
+//		}
+//		chain input {
+//			type filter hook input priority filter; policy accept;
+//			iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state != { established, related } ct status != dnat drop
+//		}
+//	}
+//
+// The ip6 table is the same without localhost and input: the kernel never
+// routes ::1 off the host, so there is no localhost forwarding for IPv6
+// (as in the reference).
+//
+// Why maps: the reference walks one rule per mapping (nft) or per
+// container (iptables) for the first packet of every connection to a
+// local address; here it is two hash lookups however many mappings the
+// host has, and a host-IP-specific mapping always beats a wildcard one
+// because its map is consulted first.
+//
+// Conditions (conditionsV4/V6) cannot be map keys. A container whose
+// config has them gets ordinary rules in the conditional chain, tagged
+// with its owner tag and consulted before the maps; only such configs pay
+// a per-rule cost. Their host ports are not checked for conflicts:
+// conditions may make two claims disjoint.
+//
+// Masquerade: hairpin (a container, or anything in its subnet, reaching a
+// host port that leads back into that subnet) and localhost clients are
+// masqueraded only for connections we DNATed (`ct status dnat`), and
+// hairpin covers the container's whole subnet as the reference's iptables
+// backend does. The input chain is kube-proxy's guard for CVE-2020-8558:
+// route_localnet (which localhost forwarding needs) would otherwise let
+// neighbours reach services bound to 127.0.0.1.
+//
+// # Ownership
+//
+// Every element and conditional rule carries the owner tag. A map key is
+// unique, so a host port held by another owner fails Setup with a
+// *ConflictError naming the holder, instead of being silently shadowed as
+// in the reference; the same owner setting up again replaces its own
+// state. Teardown removes what carries the owner's tag, GC what carries
+// the network's hash and no valid attachment's. Each Setup, Teardown and GC
+// is one batch for both tables, guarded by the ruleset generation.
+package portmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+)
+
+// TableName is the name of both tables.
+const TableName = "nftcni_portmap"
+
+// Mapping is one forwarded port.
+type Mapping struct {
+	// HostIP restricts the mapping to one local address; the zero Addr
+	// means any.
+	HostIP   netip.Addr
+	HostPort uint16
+	// Proto is unix.IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP.
+	Proto uint8
+	// Target is the container's address and port; its family selects the
+	// table.
+	Target netip.AddrPort
+}
+
+// Spec is everything one attachment wants.
+type Spec struct {
+	Owner    nft.Owner
+	Mappings []Mapping
+	// Hairpin are container addresses with their prefix length whose
+	// subnet is masqueraded when it reaches a mapped port of theirs (snat).
+	Hairpin []netip.Prefix
+	// Localhost are IPv4 container addresses that 127.0.0.0/8 clients
+	// reach through a mapped port, masqueraded (snat).
+	Localhost []netip.Addr
+	// Conditions4 and Conditions6 restrict the family's mappings; when
+	// set, that family's mappings are rules instead of map elements.
+	Conditions4, Conditions6 []Condition
+}
+
+// family is one of the two tables with its objects.
+type family struct {
+	v6                           bool
+	table                        *nftables.Table
+	prerouting, output, hostport *nftables.Chain
+	conditional, postrouting     *nftables.Chain
+	input                        *nftables.Chain // nil for ip6
+	hostIPPorts, ports           *nftables.Set
+	hairpin                      *nftables.Set
+	localhost                    *nftables.Set // nil for ip6
+}
+
+var (
+	fam4 = newFamily(false)
+	fam6 = newFamily(true)
+	fams = []*family{fam4, fam6}
+
+	// open dials nf_tables; golden tests replace it with a fake.
+	open nft.Opener = nft.Open
+)
+
+func newFamily(v6 bool) *family {
+	tf, addr := nftables.TableFamilyIPv4, nftables.TypeIPAddr
+	if v6 {
+		tf, addr = nftables.TableFamilyIPv6, nftables.TypeIP6Addr
+	}
+	t := &nftables.Table{Family: tf, Name: TableName}
+	dstnat := nftables.ChainPriorityNATDest
+	f := &family{
+		v6:          v6,
+		table:       t,
+		prerouting:  nft.BaseChain(t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, dstnat),
+		output:      nft.BaseChain(t, "output", nftables.ChainTypeNAT, nftables.ChainHookOutput, dstnat),
+		hostport:    &nftables.Chain{Table: t, Name: "hostports"},
+		conditional: &nftables.Chain{Table: t, Name: "conditional"},
+		postrouting: nft.BaseChain(t, "postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource),
+		hostIPPorts: &nftables.Set{
+			Table: t, Name: "hostip_ports", IsMap: true, Concatenation: true,
+			KeyType:  nftables.MustConcatSetType(addr, nftables.TypeInetProto, nftables.TypeInetService),
+			DataType: nftables.MustConcatSetType(addr, nftables.TypeInetService),
+		},
+		ports: &nftables.Set{
+			Table: t, Name: "ports", IsMap: true, Concatenation: true,
+			KeyType:  nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService),
+			DataType: nftables.MustConcatSetType(addr, nftables.TypeInetService),
+		},
+		hairpin: &nftables.Set{
+			Table: t, Name: "hairpin", Interval: true, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(addr, addr),
+		},
+	}
+	if !v6 {
+		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
+		f.localhost = &nftables.Set{Table: t, Name: "localhost", KeyType: addr, KeyByteOrder: binaryutil.BigEndian}
+	}
+	return f
+}
+
+func (f *family) sets() []*nftables.Set {
+	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpin}
+	if f.localhost != nil {
+		s = append(s, f.localhost)
+	}
+	return s
+}
+
+// chains are the family's chains in creation order (a jump's target
+// before the jump).
+func (f *family) chains() []*nftables.Chain {
+	c := []*nftables.Chain{f.conditional, f.hostport, f.prerouting, f.output, f.postrouting}
+	if f.input != nil {
+		c = append(c, f.input)
+	}
+	return c
+}
+
+func famOf(a netip.Addr) *family {
+	if a.Is4() {
+		return fam4
+	}
+	return fam6
+}
+
+// ConflictError says a host port is held by another attachment.
+type ConflictError struct {
+	HostIP   netip.Addr // zero: any address
+	HostPort uint16
+	Proto    uint8
+	// Holder is the holder's comment: its owner tag (which ends with the
+	// container ID's first characters) or whatever an untagged element
+	// carries.
+	Holder string
+}
+
+func (e *ConflictError) Error() string {
+	where := "any address"
+	if e.HostIP.IsValid() {
+		where = e.HostIP.String()
+	}
+	holder := "an element not created by nftcni"
+	if p, ok := nft.ParseTag(e.Holder); ok {
+		_, id, _ := strings.Cut(e.Holder, " ")
+		holder = fmt.Sprintf("container %q (attachment %s of network hash %s)", id, p.Attachment, p.Network)
+	} else if e.Holder != "" {
+		holder = fmt.Sprintf("%q", e.Holder)
+	}
+	return fmt.Sprintf("host port %d/%s on %s is already mapped by %s", e.HostPort, ProtoName(e.Proto), where, holder)
+}
+
+// ProtoName is the protocol's name as nft prints it.
+func ProtoName(p uint8) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	}
+	return fmt.Sprintf("proto-%d", p)
+}
+
+// planned is one owner's wanted state per family.
+type planned struct {
+	elems map[*nftables.Set][]nft.Element
+	rules map[*family][]*nftables.Rule
+}
+
+func plan(s Spec) (*planned, error) {
+	tag := s.Owner.Tag()
+	p := &planned{elems: map[*nftables.Set][]nft.Element{}, rules: map[*family][]*nftables.Rule{}}
+	for _, m := range s.Mappings {
+		tgt := m.Target.Addr().Unmap()
+		f := famOf(tgt)
+		if m.HostIP.IsValid() && m.HostIP.Unmap().Is4() != tgt.Is4() {
+			return nil, fmt.Errorf("host IP %s and container address %s are of different families", m.HostIP, tgt)
+		}
+		conds := s.Conditions4
+		if f.v6 {
+			conds = s.Conditions6
+		}
+		if len(conds) > 0 {
+			r, err := conditionalRule(f, conds, m)
+			if err != nil {
+				return nil, err
+			}
+			p.rules[f] = append(p.rules[f], r)
+			continue
+		}
+		val := nft.Concat(tgt.AsSlice(), nft.Pad(port(m.Target.Port())))
+		if m.HostIP.IsValid() {
+			key := nft.Concat(m.HostIP.Unmap().AsSlice(), nft.Pad([]byte{m.Proto}), nft.Pad(port(m.HostPort)))
+			p.elems[f.hostIPPorts] = append(p.elems[f.hostIPPorts], nft.Element{Key: key, Val: val, Comment: tag})
+		} else {
+			key := nft.Concat(nft.Pad([]byte{m.Proto}), nft.Pad(port(m.HostPort)))
+			p.elems[f.ports] = append(p.elems[f.ports], nft.Element{Key: key, Val: val, Comment: tag})
+		}
+	}
+	for _, pf := range s.Hairpin {
+		a := pf.Addr().Unmap()
+		bits := pf.Bits()
+		if pf.Addr().Is4In6() {
+			bits = max(bits-96, 0)
+		}
+		sub := netip.PrefixFrom(a, bits).Masked()
+		f := famOf(a)
+		p.elems[f.hairpin] = append(p.elems[f.hairpin], nft.Element{
+			Key:     nft.Concat(sub.Addr().AsSlice(), a.AsSlice()),
+			KeyEnd:  nft.Concat(nft.LastAddr(sub).AsSlice(), a.AsSlice()),
+			Comment: tag,
+		})
+	}
+	for _, a := range s.Localhost {
+		a = a.Unmap()
+		if !a.Is4() {
+			return nil, fmt.Errorf("localhost forwarding is IPv4 only, not %s", a)
+		}
+		p.elems[fam4.localhost] = append(p.elems[fam4.localhost], nft.Element{Key: a.AsSlice(), Comment: tag})
+	}
+	return p, nil
+}
+
+func (p *planned) families() []*family {
+	var out []*family
+	for _, f := range fams {
+		need := len(p.rules[f]) > 0
+		for _, s := range f.sets() {
+			need = need || len(p.elems[s]) > 0
+		}
+		if need {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Setup makes ns (nil: the caller's) forward s's mappings, replacing
+// whatever s.Owner had before. A host port held by another owner fails the
+// whole Setup with a *ConflictError and changes nothing.
+func Setup(ns *netns.NS, s Spec) error {
+	p, err := plan(s)
+	if err != nil {
+		return fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
+	}
+	c, err := open(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	active := p.families()
+	err = c.Update(func(tx *nft.Tx) error {
+		b := tx.Batch()
+		for _, f := range fams {
+			exists, err := tx.TableExists(f.table)
+			if err != nil {
+				return err
+			}
+			if !exists && !slices.Contains(active, f) {
+				continue // nothing of ours to remove, nothing to add
+			}
+			if slices.Contains(active, f) {
+				if err := ensureStatic(tx, f); err != nil {
+					return err
+				}
+			}
+			for _, set := range f.sets() {
+				cur, err := tx.Elements(set)
+				if err != nil {
+					return err
+				}
+				want := p.elems[set]
+				if err := conflicts(set, cur, want, s.Owner); err != nil {
+					return err
+				}
+				b.ReplaceElements(set, cur, want, func(e nft.Element) bool {
+					return s.Owner.OwnedBy(e.Comment) || takenOver(set, e, want)
+				})
+			}
+			if err := replaceRules(tx, f, s.Owner, p.rules[f]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var ce *ConflictError
+	switch {
+	case errors.As(err, &ce):
+		return err // our decision, nothing for the kernel to explain
+	case err != nil:
+		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", c.Explain(err, nft.ConcatRanges))
+	}
+	return nil
+}
+
+// ensureStatic adds the family's table, chains, sets and static rules to
+// the batch (no-ops for what already exists as wanted).
+func ensureStatic(tx *nft.Tx, f *family) error {
+	b := tx.Batch()
+	b.AddTable(f.table)
+	for _, s := range f.sets() {
+		b.AddSet(s)
+	}
+	for _, ch := range f.chains() {
+		b.AddChain(ch)
+	}
+	for _, ch := range f.chains() {
+		if ch == f.conditional {
+			continue // per-owner rules only
+		}
+		if err := tx.EnsureRules(ch, staticRules(f, ch)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// conflicts fails when a wanted map key is held by someone else. Sets
+// other than the port maps are keyed by container address, which is
+// taken over like the masquerade sets do (see nft/masq).
+func conflicts(set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
+	if !set.IsMap {
+		return nil
+	}
+	for _, w := range want {
+		for _, e := range cur {
+			if string(e.Key) != string(w.Key) || owner.OwnedBy(e.Comment) {
+				continue
+			}
+			ce := &ConflictError{Holder: e.Comment}
+			k := w.Key
+			if set.Name == "hostip_ports" {
+				n := len(k) - 8
+				ce.HostIP, _ = netip.AddrFromSlice(k[:n])
+				k = k[n:]
+			}
+			ce.Proto, ce.HostPort = k[0], binary.BigEndian.Uint16(k[4:6])
+			return ce
+		}
+	}
+	return nil
+}
+
+// takenOver reports whether e, another owner's element of an address set,
+// is for an address we want: the newer attachment of an address wins (a
+// stale element of a missed DEL must not block it).
+func takenOver(set *nftables.Set, e nft.Element, want []nft.Element) bool {
+	if set.IsMap {
+		return false
+	}
+	addrOf := func(k []byte) []byte {
+		if set.Interval {
+			return k[len(k)/2:]
+		}
+		return k
+	}
+	for _, w := range want {
+		if string(addrOf(e.Key)) == string(addrOf(w.Key)) {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceRules replaces owner's rules in the conditional chain by want.
+func replaceRules(tx *nft.Tx, f *family, owner nft.Owner, want []*nftables.Rule) error {
+	cur, err := tx.Rules(f.conditional)
+	if err != nil {
+		return err
+	}
+	for _, r := range cur {
+		if owner.OwnedBy(r.Comment) {
+			tx.Batch().DeleteRule(f.conditional, r.Handle)
+		}
+	}
+	for _, r := range want {
+		tx.Batch().AddRule(r, owner.Tag())
+	}
+	return nil
+}
+
+// Removed is what Teardown or GC took away: the UDP host ports per family,
+// whose conntrack entries the caller flushes.
+type Removed struct {
+	UDP4, UDP6 []uint16
+	Elements   int
+	Rules      int
+}
+
+// Teardown removes everything owner has. Nothing to remove writes nothing.
+func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
+	r, err := remove(ns, owner.OwnedBy)
+	if err != nil {
+		return r, fmt.Errorf("removing port mappings of container %s (%s, network %s): %w", owner.ContainerID, owner.IfName, owner.Network, err)
+	}
+	return r, nil
+}
+
+// GC removes everything of network that none of valid owns.
+func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
+	r, err := remove(ns, func(c string) bool { return nft.Stale(c, network, valid) })
+	if err != nil {
+		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
+	}
+	return r, nil
+}
+
+func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
+	c, err := open(ns)
+	if err != nil {
+		return Removed{}, err
+	}
+	defer c.Close()
+	var out Removed
+	err = c.Update(func(tx *nft.Tx) error {
+		out = Removed{}
+		for _, f := range fams {
+			ok, err := tx.TableExists(f.table)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			for _, set := range f.sets() {
+				cur, err := tx.Elements(set)
+				if err != nil {
+					return err
+				}
+				var del []nft.Element
+				for _, e := range cur {
+					if !match(e.Comment) {
+						continue
+					}
+					del = append(del, e)
+					if set.IsMap {
+						k := e.Key[len(e.Key)-8:]
+						if k[0] == unix.IPPROTO_UDP {
+							p := binary.BigEndian.Uint16(k[4:6])
+							if f.v6 {
+								out.UDP6 = append(out.UDP6, p)
+							} else {
+								out.UDP4 = append(out.UDP4, p)
+							}
+						}
+					}
+				}
+				tx.Batch().DeleteElements(set, del)
+				out.Elements += len(del)
+			}
+			rules, err := tx.Rules(f.conditional)
+			if err != nil {
+				return err
+			}
+			for _, r := range rules {
+				if match(r.Comment) {
+					tx.Batch().DeleteRule(f.conditional, r.Handle)
+					out.Rules++
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Check verifies that s.Owner's state in ns is exactly what Setup(s)
+// would leave: every wanted element present with its data and tag, no
+// other element of the owner, and the right number of conditional rules
+// (rules are never compared by content).
+func Check(ns *netns.NS, s Spec) error {
+	p, err := plan(s)
+	if err != nil {
+		return err
+	}
+	c, err := open(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, f := range fams {
+		for _, set := range f.sets() {
+			cur, err := c.Elements(set)
+			if err != nil {
+				return err
+			}
+			want := p.elems[set]
+			for _, w := range want {
+				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return nft.SameElement(e, w) }) {
+					return fmt.Errorf("missing hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, w))
+				}
+			}
+			for _, e := range cur {
+				if s.Owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+					return fmt.Errorf("unexpected hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, e))
+				}
+			}
+		}
+		rules, err := c.Rules(f.conditional)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range rules {
+			if s.Owner.OwnedBy(r.Comment) {
+				n++
+			}
+		}
+		if n != len(p.rules[f]) {
+			return fmt.Errorf("missing hostport rules in %q chain: %d of the container's rules found, %d expected", f.conditional.Name, n, len(p.rules[f]))
+		}
+	}
+	return nil
+}
+
+func familyName(f *family) string {
+	if f.v6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// describeElem prints an element as nft would, for messages.
+func describeElem(set *nftables.Set, e nft.Element) string {
+	k := e.Key
+	if !set.IsMap {
+		if set.Interval {
+			a, _ := netip.AddrFromSlice(k[:len(k)/2])
+			b, _ := netip.AddrFromSlice(k[len(k)/2:])
+			return fmt.Sprintf("%s… . %s", a, b)
+		}
+		a, _ := netip.AddrFromSlice(k)
+		return a.String()
+	}
+	var s string
+	if set.Name == "hostip_ports" {
+		n := len(k) - 8
+		a, _ := netip.AddrFromSlice(k[:n])
+		s = a.String() + " . "
+		k = k[n:]
+	}
+	s += fmt.Sprintf("%s . %d", ProtoName(k[0]), binary.BigEndian.Uint16(k[4:6]))
+	if len(e.Val) >= 8 {
+		n := len(e.Val) - 4
+		a, _ := netip.AddrFromSlice(e.Val[:n])
+		s += fmt.Sprintf(" : %s . %d", a, binary.BigEndian.Uint16(e.Val[n:n+2]))
+	}
+	return s
+}
+
+func port(p uint16) []byte { return binary.BigEndian.AppendUint16(nil, p) }

@@ -1,0 +1,217 @@
+// Package portmap is the "portmap" chained plugin: it forwards host ports
+// to the container (runtimeConfig.portMappings), with hairpin and
+// localhost masquerade. Behaviour follows contract/meta-plugins.md §1; the
+// data plane is nft/portmap (maps, not a rule per mapping); the deliberate
+// differences from the reference (DESIGN §3) are listed in README.md.
+package portmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netlinkx/conntrack"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/portmap"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+)
+
+// Plugin is the portmap plugin.
+var Plugin = &cni.Plugin{
+	Name:   "portmap",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: func(context.Context, *cni.CmdArgs) error { return nil },
+}
+
+// CodeHostPortInUse is the error code of an ADD asking for a host port
+// another attachment holds (a plugin-specific code, ≥ 100 per the spec).
+const CodeHostPortInUse uint = 100
+
+func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name, a) }
+
+// spec turns the config into what the data plane wants for one attachment.
+func spec(c *config, a *cni.CmdArgs) portmap.Spec {
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6}
+	v4, v6 := containerAddrs(c.prev, a.IfName)
+	for _, cip := range []netip.Prefix{v4, v6} {
+		if !cip.IsValid() {
+			continue
+		}
+		addr := cip.Addr().Unmap()
+		for _, m := range c.mappings {
+			// Mappings for a host IP of the other family are skipped for
+			// this one (contract §1.4).
+			if m.hostIP.IsValid() && m.hostIP.Is4() != addr.Is4() {
+				continue
+			}
+			s.Mappings = append(s.Mappings, portmap.Mapping{
+				HostIP: m.hostIP, HostPort: m.hostPort, Proto: m.proto,
+				Target: netip.AddrPortFrom(addr, m.containerPort),
+			})
+		}
+		if c.snat && len(c.mappings) > 0 {
+			s.Hairpin = append(s.Hairpin, cip)
+			if addr.Is4() {
+				s.Localhost = append(s.Localhost, addr)
+			}
+		}
+	}
+	return s
+}
+
+func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	c, err := parse(a.StdinData, a.Version)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse config: %w", err)
+	}
+	if c.prev == nil {
+		return nil, fmt.Errorf("must be called as chained plugin")
+	}
+	if c.ExternalSetMarkChain != nil {
+		a.Logf("portmap: externalSetMarkChain %q ignored: there are no iptables chains to jump to; masquerade is native nftables", *c.ExternalSetMarkChain)
+	}
+	s := spec(c, a)
+	if len(s.Mappings) == 0 {
+		// Nothing to forward: remove what an earlier ADD of this
+		// attachment left, which writes nothing when there is none.
+		if _, err := portmap.Teardown(nil, s.Owner); err != nil {
+			return nil, err
+		}
+		return c.prev, nil
+	}
+	if err := portmap.Setup(nil, s); err != nil {
+		var ce *portmap.ConflictError
+		if errors.As(err, &ce) {
+			return nil, cni.NewError(CodeHostPortInUse, ce.Error(), "")
+		}
+		return nil, err
+	}
+	flushUDP(a, s.Mappings)
+	if c.snat {
+		if err := enableRouteLocalnet(s.Localhost); err != nil {
+			_, _ = portmap.Teardown(nil, s.Owner) // a failed ADD leaves nothing
+			return nil, err
+		}
+	}
+	return c.prev, nil
+}
+
+// flushUDP forgets UDP flows to the mapped host ports, so that datagrams
+// already flowing to a port reach its new holder (the reference does the
+// same on ADD; we also do it on DEL). Failures are only logged, as in the
+// reference: they do not make the mapping wrong, only slower to take over.
+func flushUDP(a *cni.CmdArgs, ms []portmap.Mapping) {
+	var p4, p6 []uint16
+	for _, m := range ms {
+		if m.Proto != unix.IPPROTO_UDP {
+			continue
+		}
+		if m.Target.Addr().Is4() {
+			p4 = append(p4, m.HostPort)
+		} else {
+			p6 = append(p6, m.HostPort)
+		}
+	}
+	flushPorts(a, p4, p6)
+}
+
+func flushPorts(a *cni.CmdArgs, p4, p6 []uint16) {
+	for _, f := range []struct {
+		fam   conntrack.Family
+		ports []uint16
+	}{{unix.AF_INET, p4}, {unix.AF_INET6, p6}} {
+		if _, err := conntrack.DeleteUDPToPorts(nil, f.fam, f.ports); err != nil {
+			a.Logf("portmap: could not flush UDP conntrack entries for ports %v: %v", f.ports, err)
+		}
+	}
+}
+
+// enableRouteLocalnet lets 127.0.0.0/8 clients reach the containers:
+// after DNAT their packets leave through the interface that routes to the
+// container, which must accept a loopback source (net.ipv4.conf.<if>.
+// route_localnet). A failed route lookup skips the interface, as in the
+// reference; the setting is never reverted (other containers may share the
+// interface). Our input chain guards what route_localnet would expose.
+func enableRouteLocalnet(addrs []netip.Addr) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	h, err := netlinkx.Open(nil)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, a := range addrs {
+		r, err := h.RouteTo(a)
+		if err != nil || r.LinkIndex == 0 {
+			continue
+		}
+		l, err := h.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			continue
+		}
+		if err := netlinkx.SetSysctl(nil, "net/ipv4/conf/"+l.Name+"/route_localnet", "1"); err != nil {
+			return fmt.Errorf("unable to enable route_localnet: %w", err)
+		}
+	}
+	return nil
+}
+
+// cmdDel removes everything the attachment owns, whether or not the
+// runtime sent the mappings again (the reference does nothing without
+// them and so leaks its rules), and flushes UDP flows to the ports it
+// released. A config that does not parse still fails, as in the reference.
+func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
+	c, err := parse(a.StdinData, a.Version)
+	if err != nil {
+		return fmt.Errorf("failed to parse config: %w", err)
+	}
+	removed, err := portmap.Teardown(nil, owner(c, a))
+	if err != nil {
+		return err
+	}
+	flushPorts(a, removed.UDP4, removed.UDP6)
+	return nil
+}
+
+// cmdCheck verifies that the attachment's elements are exactly those its
+// config and prevResult ask for (the reference only counts rules).
+func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
+	c, err := parse(a.StdinData, a.Version)
+	if err != nil {
+		return err
+	}
+	if c.prev == nil {
+		return fmt.Errorf("Required prevResult missing")
+	}
+	return portmap.Check(nil, spec(c, a))
+}
+
+// cmdGC removes the port mappings of this network that no valid
+// attachment owns. Without the valid-attachments list nothing is
+// collected (DESIGN §3).
+func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
+	c, err := parse(a.StdinData, a.Version)
+	if err != nil {
+		return fmt.Errorf("failed to parse config: %w", err)
+	}
+	atts, ok := c.Attachments()
+	if !ok {
+		a.Logf("portmap: GC without cni.dev/valid-attachments: nothing collected")
+		return nil
+	}
+	removed, err := portmap.GC(nil, c.Name, vethplugin.ValidOwners(c.Name, atts))
+	if err != nil {
+		return err
+	}
+	flushPorts(a, removed.UDP4, removed.UDP6)
+	return nil
+}
