@@ -195,7 +195,6 @@ func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.El
 	return want, nil
 }
 
-
 // conflicts reports whether e, an element of s, is for the same container
 // address as one of want: such an element is taken over (see the package
 // doc). In masq sets the key is the address; in exempt sets the address is

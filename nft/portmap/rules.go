@@ -190,10 +190,10 @@ func cat(parts ...[]expr.Any) []expr.Any {
 type CondField int
 
 const (
-	SrcAddr CondField = iota // ip saddr / -s
-	DstAddr                  // ip daddr / -d
-	InIface                  // iifname / -i
-	OutIface                 // oifname / -o
+	SrcAddr  CondField = iota // ip saddr / -s
+	DstAddr                   // ip daddr / -d
+	InIface                   // iifname / -i
+	OutIface                  // oifname / -o
 )
 
 // Condition is one term of the supported conditionsV4/V6 subset: an
