@@ -54,6 +54,16 @@ var chains = []chain{
 	{"bridge+host-local+ipMasq", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-masq","plugins":[{"type":"bridge","bridge":"bench1","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.78.0.0/16","dataDir":"DATADIR"}}]}`},
+	// Every attachment maps a host port of its own (portMappings
+	// capability), so "with M existing" means M mappings in place.
+	{"bridge+host-local+portmap", []string{"bridge", "host-local", "portmap"},
+		`{"cniVersion":"1.1.0","name":"bench-pm","plugins":[{"type":"bridge","bridge":"bench2","isGateway":true,"ipMasq":true,
+		  "ipam":{"type":"host-local","subnet":"10.79.0.0/16","dataDir":"DATADIR"}},
+		  {"type":"portmap","capabilities":{"portMappings":true}}]}`},
+	{"full (+portmap+firewall)", []string{"bridge", "host-local", "portmap", "firewall"},
+		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
+		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
+		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`},
 }
 
 // nsExec runs every plugin as a process inside the host namespace: the
@@ -198,12 +208,19 @@ type attachment struct {
 }
 
 func (w *world) newAttachment() (*attachment, error) {
-	id := fmt.Sprintf("%s%06d", w.prefix, w.seq.Add(1))
+	n := w.seq.Add(1)
+	id := fmt.Sprintf("%s%06d", w.prefix, n)
 	ns, err := netns.New(w.nsDir, id)
 	if err != nil {
 		return nil, err
 	}
-	return &attachment{ns: ns, rt: &libcni.RuntimeConf{ContainerID: id, NetNS: ns.Path(), IfName: "eth0"}}, nil
+	// A host port per attachment, for chains with portmap (libcni passes
+	// it only to plugins that declare the capability).
+	port := 1024 + int(n)%60000
+	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: ns.Path(), IfName: "eth0", CapabilityArgs: map[string]any{
+		"portMappings": []map[string]any{{"hostPort": port, "containerPort": 80, "protocol": "tcp"}},
+	}}
+	return &attachment{ns: ns, rt: rt}, nil
 }
 
 func (w *world) drop(a *attachment) {

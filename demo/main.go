@@ -3,9 +3,10 @@
 // It never touches the machine's own network: it creates a throwaway "host"
 // namespace (where the plugins run, as they would on a node) and a
 // "container" namespace, attaches the container with the nftcni CLI
-// through an embedded bridge + host-local (+ ipMasq) network, proves
+// through an embedded bridge + host-local (+ ipMasq) + portmap network, proves
 // connectivity with real packets (ICMP echo to the gateway over IPv4 and
-// IPv6, a TCP round trip), runs CHECK and DEL, and then shows that nothing
+// IPv6, a TCP round trip, TCP from the host through a port mapping), runs
+// CHECK and DEL, and then shows that nothing
 // of the attachment is left: no veth, no owned nftables element, no IPAM
 // reservation, no cache entry.
 package main
@@ -49,10 +50,17 @@ const conflist = `{
         "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
         "dataDir": "IPAMDIR"
       }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
     }
   ]
 }
 `
+
+// capArgs is what a runtime passes for the portMappings capability.
+const capArgs = `{"portMappings":[{"hostPort":9080,"containerPort":80,"protocol":"tcp"}]}`
 
 var (
 	bin     = flag.String("bin", "bin", "directory with nftcni and its plugin links (make build)")
@@ -115,6 +123,12 @@ func run(binDir string) int {
 		die("creating host namespace: %v", err)
 	}
 	defer func() { host.Close(); netns.Remove(host.Path()) }()
+	if hh, err := netlinkx.Open(host); err == nil {
+		if err := hh.SetUp("lo"); err != nil { // a node's loopback is up
+			die("setting lo up in the host namespace: %v", err)
+		}
+		hh.Close()
+	}
 	ctr, err := netns.New(filepath.Join(workdir, "netns"), "container")
 	if err != nil {
 		die("creating container namespace: %v", err)
@@ -128,7 +142,7 @@ func run(binDir string) int {
 	cli := func(cmd string, args ...string) (string, error) {
 		argv := append([]string{cmd, "-host-netns", host.Path(), "-cache-dir", cacheDir}, args...)
 		c := exec.Command(filepath.Join(binDir, "nftcni"), argv...)
-		c.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+binDir, "CNI_IFNAME=eth0")
+		c.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+binDir, "CNI_IFNAME=eth0", "CAP_ARGS="+capArgs)
 		var out, errb bytes.Buffer
 		c.Stdout, c.Stderr = &out, &errb
 		if err := c.Run(); err != nil {
@@ -151,6 +165,7 @@ func run(binDir string) int {
 	check(pingIn(ctr, netip.MustParseAddr("10.88.0.1")), "ICMP echo container -> gateway 10.88.0.1")
 	check(pingIn(ctr, netip.MustParseAddr("fd88::1")), "ICMPv6 echo container -> gateway fd88::1")
 	check(tcpRoundTrip(host, ctr, "10.88.0.1:8080"), "TCP round trip container -> host 10.88.0.1:8080")
+	check(portMapped(host, ctr, "127.0.0.1:9080"), "TCP through the port mapping: host 127.0.0.1:9080 -> container :80")
 
 	step("CHECK: nftcni check demo <container netns>")
 	_, err = cli("check", "demo", ctr.Path())
@@ -274,6 +289,36 @@ func tcpRoundTrip(host, ctr *netns.NS, addr string) bool {
 	reply.Write(buf[:n])
 	fmt.Printf("  %s\n", reply.String())
 	return strings.HasPrefix(reply.String(), "host saw hello from 10.88.0.")
+}
+
+// portMapped serves on port 80 in the container and connects from the
+// host namespace to addr, a mapped host port.
+func portMapped(host, ctr *netns.NS, addr string) bool {
+	var ln net.Listener
+	if err := ctr.Do(func() (err error) { ln, err = net.Listen("tcp", ":80"); return err }); err != nil {
+		fmt.Printf("  (listen: %v)\n", err)
+		return false
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "container saw a connection from %s", c.RemoteAddr())
+	}()
+	var c net.Conn
+	if err := host.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 2*time.Second); return err }); err != nil {
+		fmt.Printf("  (dial: %v)\n", err)
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 256)
+	n, _ := c.Read(buf)
+	fmt.Printf("  %s\n", buf[:n])
+	return strings.HasPrefix(string(buf[:n]), "container saw a connection from 10.88.0.1:")
 }
 
 // snapshot describes what the attachment leaves on the host: links, owned
