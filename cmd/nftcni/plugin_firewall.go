@@ -1,0 +1,7 @@
+//go:build !nftcni_no_firewall
+
+package main
+
+import "github.com/nftcni/nftcni/plugins/firewall"
+
+func init() { register(firewall.Plugin) }

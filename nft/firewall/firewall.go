@@ -1,0 +1,472 @@
+// Package firewall is the nftables state of the firewall plugin
+// (contract/meta-plugins.md §3, DESIGN §3): forwarded traffic of container
+// addresses is accepted, an administrator's chain is consulted first, and
+// bridges with an ingress policy are isolated from each other. The
+// reference writes iptables chains (CNI-FORWARD, CNI-ADMIN,
+// CNI-ISOLATION-STAGE-1/2); this is the same policy in a table of ours.
+//
+// # Data model
+//
+//	table inet nftcni_firewall {
+//		set allow4 { type ipv4_addr; elements = { 10.1.0.5 comment "<owner tag>" } }
+//		set allow6 { type ipv6_addr; … }
+//		set owners4 { type ipv4_addr . ifname; elements = { 10.1.0.5 . "<attachment id>" comment "<owner tag>" } }
+//		set owners6 { type ipv6_addr . ifname; … }
+//		set bridges { type ifname; elements = { "br0" comment "<owner tag>" } }
+//		set bridge_self { type ifname . ifname; elements = { "br0" . "br0" comment "<owner tag>" } }
+//		set isolated_self { type ifname . ifname; … }
+//		set bridge_owners { type ifname . ifname; elements = { "br0" . "<attachment id>" comment "<owner tag>" } }
+//		set isolated_owners { type ifname . ifname; … }
+//		chain forward {
+//			type filter hook forward priority filter; policy accept;
+//			iifname @bridges oifname @bridges iifname . oifname != @bridge_self drop comment "nftcni firewall v1: same-bridge"
+//			iifname . oifname @isolated_self drop comment "nftcni firewall v1: isolated"
+//			jump admin-jumps comment "nftcni firewall v1: admin"
+//			ip daddr @allow4 ct state established,related accept comment "nftcni firewall v1: return traffic"
+//			ip saddr @allow4 accept comment "nftcni firewall v1: from container"
+//			ip6 daddr @allow6 ct state established,related accept comment "nftcni firewall v1: return traffic6"
+//			ip6 saddr @allow6 accept comment "nftcni firewall v1: from container6"
+//		}
+//		chain admin-jumps {
+//			jump CNI-ADMIN comment "nftcni firewall v1: admin chain CNI-ADMIN"
+//		}
+//		chain CNI-ADMIN {
+//			(the administrator's rules: created empty if missing, never written, flushed or deleted)
+//		}
+//	}
+//
+// The per-packet work is a fixed number of set lookups however many
+// containers there are; the reference appends two rules per container
+// address to CNI-FORWARD.
+//
+// Order is the reference's: isolation first (its jump sits at the top of
+// FORWARD), then the admin chains (first in CNI-FORWARD), then the accepts.
+// An admin `drop` is final. An admin `accept` ends this table's evaluation
+// only: in nftables every base chain on the hook runs, and a drop in any
+// of them wins, which is also why the accepts alone cannot rescue traffic
+// from another table's DROP policy (see Foreign chains below). Each
+// network's iptablesAdminChainName gets its own jump in admin-jumps; jumps
+// and admin chains are shared, and never removed.
+//
+// # Ingress policy
+//
+// `same-bridge` drops what enters from one policed bridge and leaves
+// through another: `iifname` and `oifname` both in @bridges but not the
+// same one. nft cannot compare two packet fields with each other, so "not
+// the same bridge" is a lookup of the pair in @bridge_self, which holds
+// (b . b) for each policed bridge. `isolated` also drops what stays on the
+// bridge (seen here only with bridge netfilter), through @isolated_self.
+// Unlike the reference the isolation covers both address families at once.
+//
+// # Ownership: claims
+//
+// A lookup set can hold an address (or bridge) only once, but several
+// attachments may need the same one: every container on a bridge polices
+// that bridge, and two networks with overlapping ranges can hand out the
+// same address. So the lookup sets (allow4/6, bridges, bridge_self,
+// isolated_self) are derived from claim sets (owners4/6, bridge_owners,
+// isolated_owners) whose keys add the attachment's id and so never clash.
+// A lookup element exists while at least one claim for its key does; its
+// comment names one of the claimants. DEL removes the owner's claims and
+// then exactly the lookup elements no claim is left for (re-tagging those
+// still claimed by others), so a shared address stays allowed until its
+// last owner goes — where the reference, deduplicating identical rules,
+// lets the first DEL remove it for both.
+//
+// # Foreign chains
+//
+// When an iptables-nft FORWARD chain exists (`ip filter FORWARD`, `ip6
+// filter FORWARD`), its DROP policy would drop container traffic whatever
+// this table accepts. So each attachment also gets, at the head of that
+// chain, per address, the reference's two rules, spelled the way
+// iptables-nft spells them (so `iptables-save` keeps working):
+//
+//	-s 10.1.0.5/32 -m comment --comment "<owner tag>" -j ACCEPT
+//	-d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "<owner tag>" -j ACCEPT
+//
+// The conntrack match is the x_tables one (what iptables-nft itself uses;
+// it needs the kernel's nft_compat and xt_conntrack). These rules are
+// written only into a chain that exists — the table is never created —
+// and removed by owner tag on DEL and GC.
+//
+// Every Setup, Teardown and GC is one batch guarded by the ruleset
+// generation (nft.Conn.Update).
+package firewall
+
+import (
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+
+	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
+)
+
+// Names of our objects; the table name must keep the nft.TablePrefix.
+const (
+	TableName       = "nftcni_firewall"
+	ForwardChain    = "forward"
+	AdminJumpsChain = "admin-jumps"
+	// DefaultAdminChain is the reference's default iptablesAdminChainName.
+	DefaultAdminChain = "CNI-ADMIN"
+)
+
+// Policy is an ingressPolicy.
+type Policy int
+
+// The ingress policies of contract §3.4.
+const (
+	PolicyOpen Policy = iota
+	PolicySameBridge
+	PolicyIsolated
+)
+
+// Attachment is what one attachment needs.
+type Attachment struct {
+	Owner nft.Owner
+	// Addrs are the container's addresses: forwarded traffic from them,
+	// and replies to them, is accepted.
+	Addrs []netip.Addr
+	// Bridge is the bridge Policy applies to; ignored for PolicyOpen.
+	Bridge string
+	Policy Policy
+	// AdminChain is the administrator's chain consulted before the
+	// accepts; "" means DefaultAdminChain.
+	AdminChain string
+}
+
+var (
+	// open dials nf_tables; nil means nft.Open. Golden tests put a fake
+	// here.
+	open nft.Opener
+	// chainExists asks whether a chain exists; golden tests answer from
+	// the fake's state (the fake does not serve NFT_MSG_GETCHAIN).
+	chainExists = (*nft.Tx).ChainExists
+
+	table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+
+	forward    = nft.BaseChain(table, ForwardChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
+	adminJumps = &nftables.Chain{Table: table, Name: AdminJumpsChain}
+
+	// Addresses are big endian, interface names host-endian strings; nft
+	// records that in the set's userdata, and so do we. Concatenations
+	// are plain hash sets (NFT_SET_CONCAT is for interval sets).
+	allow4  = &nftables.Set{Table: table, Name: "allow4", KeyType: nftables.TypeIPAddr, KeyByteOrder: binaryutil.BigEndian}
+	allow6  = &nftables.Set{Table: table, Name: "allow6", KeyType: nftables.TypeIP6Addr, KeyByteOrder: binaryutil.BigEndian}
+	owners4 = &nftables.Set{Table: table, Name: "owners4", KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIFName)}
+	owners6 = &nftables.Set{Table: table, Name: "owners6", KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIFName)}
+
+	bridges        = &nftables.Set{Table: table, Name: "bridges", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
+	bridgeSelf     = &nftables.Set{Table: table, Name: "bridge_self", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)}
+	isolatedSelf   = &nftables.Set{Table: table, Name: "isolated_self", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)}
+	bridgeOwners   = &nftables.Set{Table: table, Name: "bridge_owners", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)}
+	isolatedOwners = &nftables.Set{Table: table, Name: "isolated_owners", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)}
+
+	sets = []*nftables.Set{allow4, allow6, owners4, owners6, bridges, bridgeSelf, isolatedSelf, bridgeOwners, isolatedOwners}
+
+	// claimSets: each claim set and the lookup sets derived from it.
+	claimSets = []claims{
+		{set: owners4, keyLen: 4, derived: []derived{{allow4, same}}},
+		{set: owners6, keyLen: 16, derived: []derived{{allow6, same}}},
+		{set: bridgeOwners, keyLen: ifnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
+		{set: isolatedOwners, keyLen: ifnameLen, derived: []derived{{isolatedSelf, double}}},
+	}
+)
+
+// ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
+// padded with NULs.
+const ifnameLen = 16
+
+// ReservedChain reports whether name is one of our own chains, which an
+// admin chain must not be (a jump to itself would be a loop).
+func ReservedChain(name string) bool { return name == ForwardChain || name == AdminJumpsChain }
+
+func adminChain(name string) *nftables.Chain {
+	if name == "" {
+		name = DefaultAdminChain
+	}
+	return &nftables.Chain{Table: table, Name: name}
+}
+
+func connOpen(ns *netns.NS) (*nft.Conn, error) {
+	if open != nil {
+		return open(ns)
+	}
+	return nft.Open(ns)
+}
+
+// attachmentID is the second half of a claim's key: 16 characters derived
+// from the owner tag's hashes, so two attachments never claim with the
+// same key. Owner identity is still the comment; the id only keeps keys
+// apart.
+func attachmentID(o nft.Owner) []byte {
+	sum := sha512.Sum512([]byte(nft.NetworkHash(o.Network) + ":" + o.AttachmentHash()))
+	return []byte(hex.EncodeToString(sum[:ifnameLen/2]))
+}
+
+func ifnameKey(name string) []byte {
+	k := make([]byte, ifnameLen)
+	copy(k, name)
+	return k
+}
+
+// addrKey is a's key in allow4/allow6 and the set it belongs to.
+func addrKey(a netip.Addr) ([]byte, bool) {
+	a = a.Unmap().WithZone("")
+	return a.AsSlice(), a.Is4()
+}
+
+// wanted computes a's claims per claim set.
+func wanted(a Attachment) (map[*nftables.Set][]nft.Element, error) {
+	tag, id := a.Owner.Tag(), attachmentID(a.Owner)
+	want := map[*nftables.Set][]nft.Element{}
+	for _, ad := range a.Addrs {
+		if !ad.IsValid() {
+			return nil, fmt.Errorf("invalid address %s", ad)
+		}
+		k, v4 := addrKey(ad)
+		s := owners6
+		if v4 {
+			s = owners4
+		}
+		want[s] = append(want[s], nft.Element{Key: concat(k, id), Comment: tag})
+	}
+	if a.Policy != PolicyOpen {
+		if a.Bridge == "" || len(a.Bridge) >= ifnameLen {
+			return nil, fmt.Errorf("invalid bridge name %q", a.Bridge)
+		}
+		k := concat(ifnameKey(a.Bridge), id)
+		want[bridgeOwners] = []nft.Element{{Key: k, Comment: tag}}
+		if a.Policy == PolicyIsolated {
+			want[isolatedOwners] = []nft.Element{{Key: k, Comment: tag}}
+		}
+	}
+	return want, nil
+}
+
+func concat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func describe(a Attachment) string {
+	var s []string
+	for _, ad := range a.Addrs {
+		s = append(s, ad.String())
+	}
+	if len(s) == 0 {
+		s = append(s, "no address")
+	}
+	out := strings.Join(s, ", ")
+	switch a.Policy {
+	case PolicySameBridge:
+		out += ", bridge " + a.Bridge + " same-bridge"
+	case PolicyIsolated:
+		out += ", bridge " + a.Bridge + " isolated"
+	}
+	return out
+}
+
+// Setup makes sure, in ns (nil: the process's own namespace), that
+// forwarded traffic of a's addresses is accepted (also through an
+// iptables-nft FORWARD chain, if there is one), that a's admin chain is
+// consulted first, and that a's bridge is policed as asked. A Setup of the
+// same owner replaces what it set up before; repeating it writes nothing.
+func Setup(ns *netns.NS, a Attachment) error {
+	what := "adding firewall rules for " + describe(a)
+	want, err := wanted(a)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	admin := adminChain(a.AdminChain)
+	if ReservedChain(admin.Name) {
+		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+	}
+	c, err := connOpen(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	tag := a.Owner.Tag()
+	err = c.Update(func(tx *nft.Tx) error {
+		b := tx.Batch()
+		b.AddTable(table)
+		b.AddChain(forward)
+		b.AddChain(adminJumps)
+		b.AddChain(admin) // never flushed: an existing one keeps its rules
+		for _, s := range sets {
+			b.AddSet(s)
+		}
+		if err := tx.EnsureRules(forward, rules()); err != nil {
+			return err
+		}
+		if err := ensureAdminJump(tx, admin.Name); err != nil {
+			return err
+		}
+		changed := map[*nftables.Set]bool{}
+		for _, cs := range claimSets {
+			ch, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
+			if err != nil {
+				return err
+			}
+			changed[cs.set] = ch
+		}
+		for _, f := range foreign {
+			var addrs []netip.Addr
+			for _, ad := range a.Addrs {
+				if _, v4 := addrKey(ad); v4 == (f.chain.Table.Family == nftables.TableFamilyIPv4) {
+					addrs = append(addrs, ad.Unmap().WithZone(""))
+				}
+			}
+			if err := f.setup(tx, a.Owner, addrs, changed[f.claims]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// ensureAdminJump adds the jump to admin chain name to admin-jumps unless
+// it is there (recognised by its comment). Jumps are never removed: admin
+// chains are shared by every network naming them.
+func ensureAdminJump(tx *nft.Tx, name string) error {
+	cur, err := tx.Rules(adminJumps)
+	if err != nil {
+		return err
+	}
+	r := adminJumpRule(name)
+	if slices.ContainsFunc(cur, func(x nft.Rule) bool { return x.Comment == r.Comment }) {
+		return nil
+	}
+	tx.Batch().AddRule(&nftables.Rule{Table: table, Chain: adminJumps, Exprs: r.Exprs}, r.Comment)
+	return nil
+}
+
+// Teardown removes everything owner added: its claims, the lookup
+// elements no one else claims, its rules in foreign FORWARD chains.
+// Nothing to remove is success, and then nothing is written (no table is
+// created). Admin chains, jumps and static rules stay.
+func Teardown(ns *netns.NS, owner nft.Owner) error {
+	return remove(ns, owner.OwnedBy,
+		fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
+}
+
+// GC removes everything of network not owned by one of valid.
+func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+	return remove(ns, func(comment string) bool { return nft.Stale(comment, network, valid) },
+		fmt.Sprintf("collecting stale firewall rules of network %s", network))
+}
+
+func remove(ns *netns.NS, match func(comment string) bool, what string) error {
+	c, err := connOpen(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	err = c.Update(func(tx *nft.Tx) error {
+		ok, err := tx.TableExists(table)
+		if err != nil {
+			return err
+		}
+		if ok {
+			for _, cs := range claimSets {
+				if _, err := cs.plan(tx, nil, match, ""); err != nil {
+					return err
+				}
+			}
+		}
+		for _, f := range foreign {
+			if err := f.remove(tx, match); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// Check verifies, in ns, that what Setup(a) establishes is in place: the
+// static rules, a's admin chain and its jump, a's claims with the lookup
+// elements derived from them, and a's rules in the foreign FORWARD chains
+// that exist. It writes nothing.
+func Check(ns *netns.NS, a Attachment) error {
+	want, err := wanted(a)
+	if err != nil {
+		return err
+	}
+	admin := adminChain(a.AdminChain)
+	c, err := connOpen(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Update(func(tx *nft.Tx) error {
+		ok, err := tx.TableExists(table)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("table inet %s not found", TableName)
+		}
+		cur, err := tx.Rules(forward)
+		if err != nil {
+			return err
+		}
+		var comments, wantComments []string
+		for _, r := range cur {
+			comments = append(comments, r.Comment)
+		}
+		for _, r := range rules() {
+			wantComments = append(wantComments, r.Comment)
+		}
+		if !slices.Equal(comments, wantComments) {
+			return fmt.Errorf("chain inet %s %s does not hold the firewall's rules", TableName, ForwardChain)
+		}
+		if ok, err := chainExists(tx, admin); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("admin chain inet %s %s not found", TableName, admin.Name)
+			}
+			return err
+		}
+		jumps, err := tx.Rules(adminJumps)
+		if err != nil {
+			return err
+		}
+		if j := adminJumpRule(admin.Name); !slices.ContainsFunc(jumps, func(r nft.Rule) bool { return r.Comment == j.Comment }) {
+			return fmt.Errorf("no jump to admin chain %s in chain inet %s %s", admin.Name, TableName, AdminJumpsChain)
+		}
+		for _, cs := range claimSets {
+			if err := cs.check(tx, want[cs.set]); err != nil {
+				return err
+			}
+		}
+		for _, f := range foreign {
+			n := 0
+			for _, ad := range a.Addrs {
+				if _, v4 := addrKey(ad); v4 == (f.chain.Table.Family == nftables.TableFamilyIPv4) {
+					n++
+				}
+			}
+			if err := f.check(tx, a.Owner, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,389 @@
+package firewall
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/xt"
+
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
+)
+
+// The golden files pin the exact netlink messages of each operation; every
+// message is annotated there with the nft (or, for the iptables-nft
+// chains, iptables) command that sends the same request. Regenerate with
+// `go test ./nft/firewall -run Golden -update` and review the diff.
+
+var sample, other = nfttest.Sample, nfttest.Other
+
+// use points the package at a fake nf_tables starting from st; chain
+// existence is answered from the fake's chains (the fake does not serve
+// NFT_MSG_GETCHAIN).
+func use(t *testing.T, st nfttest.State) *nfttest.Fake {
+	t.Helper()
+	f := &nfttest.Fake{State: st}
+	nfttest.Use(t, &open, f)
+	old := chainExists
+	chainExists = func(_ *nft.Tx, ch *nftables.Chain) (bool, error) {
+		_, ok := f.State.Chains[chainKey(ch)]
+		return ok, nil
+	}
+	t.Cleanup(func() { chainExists = old })
+	return f
+}
+
+func chainKey(ch *nftables.Chain) string {
+	fam := map[nftables.TableFamily]string{nftables.TableFamilyINet: "inet", nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6"}
+	return fam[ch.Table.Family] + " " + ch.Table.Name + " " + ch.Name
+}
+
+// run runs op, which must succeed, against a fake starting from st.
+func run(t *testing.T, st nfttest.State, op func() error) *nfttest.Fake {
+	t.Helper()
+	f := use(t, st)
+	if err := op(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// staticNotes are the nft commands equivalent to a Setup's static part.
+var staticNotes = []string{
+	`nft add table inet nftcni_firewall`,
+	`nft add chain inet nftcni_firewall forward { type filter hook forward priority filter; policy accept; }`,
+	`nft add chain inet nftcni_firewall admin-jumps`,
+	`nft add chain inet nftcni_firewall CNI-ADMIN`,
+	`nft add set inet nftcni_firewall allow4 { type ipv4_addr; }`,
+	`nft add set inet nftcni_firewall allow6 { type ipv6_addr; }`,
+	`nft add set inet nftcni_firewall owners4 { type ipv4_addr . ifname; }`,
+	`nft add set inet nftcni_firewall owners6 { type ipv6_addr . ifname; }`,
+	`nft add set inet nftcni_firewall bridges { type ifname; }`,
+	`nft add set inet nftcni_firewall bridge_self { type ifname . ifname; }`,
+	`nft add set inet nftcni_firewall isolated_self { type ifname . ifname; }`,
+	`nft add set inet nftcni_firewall bridge_owners { type ifname . ifname; }`,
+	`nft add set inet nftcni_firewall isolated_owners { type ifname . ifname; }`,
+}
+
+var ruleNotes = []string{
+	`nft add rule inet nftcni_firewall forward iifname @bridges oifname @bridges iifname . oifname != @bridge_self drop comment "nftcni firewall v1: same-bridge"`,
+	`nft add rule inet nftcni_firewall forward iifname . oifname @isolated_self drop comment "nftcni firewall v1: isolated"`,
+	`nft add rule inet nftcni_firewall forward jump admin-jumps comment "nftcni firewall v1: admin"`,
+	`nft add rule inet nftcni_firewall forward ip daddr @allow4 ct state established,related accept comment "nftcni firewall v1: return traffic"`,
+	`nft add rule inet nftcni_firewall forward ip saddr @allow4 accept comment "nftcni firewall v1: from container"`,
+	`nft add rule inet nftcni_firewall forward ip6 daddr @allow6 ct state established,related accept comment "nftcni firewall v1: return traffic6"`,
+	`nft add rule inet nftcni_firewall forward ip6 saddr @allow6 accept comment "nftcni firewall v1: from container6"`,
+}
+
+const adminJumpNote = `nft add rule inet nftcni_firewall admin-jumps jump CNI-ADMIN comment "nftcni firewall v1: admin chain CNI-ADMIN"`
+
+func ruleComments() []string {
+	var c []string
+	for _, r := range rules() {
+		c = append(c, r.Comment)
+	}
+	return c
+}
+
+func id(o nft.Owner) string { return string(attachmentID(o)) }
+
+func addr(s string) []byte { k, _ := addrKey(netip.MustParseAddr(s)); return k }
+
+func claim(a string, o nft.Owner) nfttest.Elem {
+	return nfttest.Elem{Key: concat(addr(a), attachmentID(o)), Comment: o.Tag()}
+}
+
+func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
+	return nfttest.Elem{Key: concat(ifnameKey(br), attachmentID(o)), Comment: o.Tag()}
+}
+
+// existing is a ruleset where Setup ran for sample (10.1.0.5, fd00:1::5,
+// br0 same-bridge) and other (10.1.0.7, br0 same-bridge), with an
+// iptables-nft FORWARD chain holding one foreign rule and each owner's
+// rules.
+func existing() nfttest.State {
+	s, o := sample.Tag(), other.Tag()
+	return nfttest.State{
+		Gen:    41,
+		Tables: map[string]bool{"inet nftcni_firewall": true, "ip filter": true},
+		Chains: map[string][]string{
+			"inet nftcni_firewall forward":     ruleComments(),
+			"inet nftcni_firewall admin-jumps": {"nftcni firewall v1: admin chain CNI-ADMIN"},
+			"inet nftcni_firewall CNI-ADMIN":   {"an administrator's rule"},
+			"ip filter FORWARD":                {o, o, "docker", s, s},
+		},
+		Sets: map[string][]nfttest.Elem{
+			"inet nftcni_firewall allow4":          {{Key: addr("10.1.0.5"), Comment: s}, {Key: addr("10.1.0.7"), Comment: o}},
+			"inet nftcni_firewall allow6":          {{Key: addr("fd00:1::5"), Comment: s}},
+			"inet nftcni_firewall owners4":         {claim("10.1.0.5", sample), claim("10.1.0.7", other)},
+			"inet nftcni_firewall owners6":         {claim("fd00:1::5", sample)},
+			"inet nftcni_firewall bridges":         {{Key: ifnameKey("br0"), Comment: s}},
+			"inet nftcni_firewall bridge_self":     {{Key: concat(ifnameKey("br0"), ifnameKey("br0")), Comment: s}},
+			"inet nftcni_firewall isolated_self":   {},
+			"inet nftcni_firewall bridge_owners":   {bridgeClaim("br0", sample), bridgeClaim("br0", other)},
+			"inet nftcni_firewall isolated_owners": {},
+		},
+	}
+}
+
+var sampleAttachment = Attachment{
+	Owner:  sample,
+	Addrs:  []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00:1::5")},
+	Bridge: "br0",
+	Policy: PolicySameBridge,
+}
+
+func TestGoldenSetupFresh(t *testing.T) {
+	f := run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, sampleAttachment) })
+	tag, i := sample.Tag(), id(sample)
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, []string{
+		adminJumpNote,
+		`nft add element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow4 { 10.1.0.5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow6 { fd00:1::5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall bridges { "br0" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + tag + `" }`,
+	}))
+}
+
+// Repeating a Setup re-asserts the static objects (no-ops for the kernel)
+// and writes no rule and no element, in our table or the foreign chain.
+func TestGoldenSetupAgain(t *testing.T) {
+	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	nfttest.Golden(t, "setup_again", f.Only(t), staticNotes)
+}
+
+// With an iptables-nft FORWARD chain, a new attachment's rules go to its
+// head; the ip6 filter table does not exist and is not created.
+func TestGoldenSetupForeign(t *testing.T) {
+	st := existing()
+	a := Attachment{Owner: nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
+	f := run(t, st, func() error { return Setup(nil, a) })
+	tag, i := a.Owner.Tag(), id(a.Owner)
+	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(staticNotes, []string{
+		`nft add element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow4 { 10.1.0.9 comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall owners6 { fd00:1::9 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow6 { fd00:1::9 comment "` + tag + `" }`,
+		`iptables-nft -I FORWARD -s 10.1.0.9/32 -m comment --comment "` + tag + `" -j ACCEPT`,
+		`iptables-nft -I FORWARD -d 10.1.0.9/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + tag + `" -j ACCEPT`,
+	}))
+}
+
+// A second attachment claiming an address already allowed adds its claim
+// only: the lookup element stays as it is.
+func TestGoldenSetupSharedAddress(t *testing.T) {
+	a := Attachment{Owner: nft.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
+	st := existing()
+	delete(st.Chains, "ip filter FORWARD")
+	f := run(t, st, func() error { return Setup(nil, a) })
+	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(staticNotes, []string{
+		`nft add element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
+	}))
+}
+
+// The same owner with another address and no policy: its old claims go,
+// with the lookup elements no one else claims; the bridge element it was
+// tagged on passes to the other claimant; its foreign rules are replaced.
+func TestGoldenSetupReplace(t *testing.T) {
+	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
+	f := run(t, existing(), func() error { return Setup(nil, a) })
+	s, o, i := sample.Tag(), other.Tag(), id(sample)
+	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(staticNotes, []string{
+		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
+		`nft add element inet nftcni_firewall owners4 { 10.1.0.6 . "` + i + `" comment "` + s + `" }`,
+		`nft delete element inet nftcni_firewall allow4 { 10.1.0.5 }`,
+		`nft add element inet nftcni_firewall allow4 { 10.1.0.6 comment "` + s + `" }`,
+		`nft delete element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall bridges { "br0" }`,
+		`nft add element inet nftcni_firewall bridges { "br0" comment "` + o + `" }`,
+		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
+		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
+		`nft delete rule ip filter FORWARD handle 5`,
+		`nft delete rule ip filter FORWARD handle 6`,
+		`iptables-nft -I FORWARD -s 10.1.0.6/32 -m comment --comment "` + s + `" -j ACCEPT`,
+		`iptables-nft -I FORWARD -d 10.1.0.6/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + s + `" -j ACCEPT`,
+	}))
+}
+
+// Teardown removes the owner's claims and foreign rules, and the lookup
+// elements only it claimed; a bridge still used by other keeps its
+// elements, re-tagged.
+func TestGoldenTeardown(t *testing.T) {
+	f := run(t, existing(), func() error { return Teardown(nil, sample) })
+	o, i := other.Tag(), id(sample)
+	nfttest.Golden(t, "teardown", f.Only(t), []string{
+		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow4 { 10.1.0.5 }`,
+		`nft delete element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall bridges { "br0" }`,
+		`nft add element inet nftcni_firewall bridges { "br0" comment "` + o + `" }`,
+		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
+		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
+		`nft delete rule ip filter FORWARD handle 5`,
+		`nft delete rule ip filter FORWARD handle 6`,
+	})
+}
+
+// GC with nothing valid collects everything of the network: claims, lookup
+// elements, foreign rules — but not the foreign chain's other rules.
+func TestGoldenGC(t *testing.T) {
+	f := run(t, existing(), func() error { return GC(nil, "mynet", nil) })
+	i, j := id(sample), id(other)
+	nfttest.Golden(t, "gc", f.Only(t), []string{
+		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `", 10.1.0.7 . "` + j + `" }`,
+		`nft delete element inet nftcni_firewall allow4 { 10.1.0.5, 10.1.0.7 }`,
+		`nft delete element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + i + `", "br0" . "` + j + `" }`,
+		`nft delete element inet nftcni_firewall bridges { "br0" }`,
+		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
+		`nft delete rule ip filter FORWARD handle 2`,
+		`nft delete rule ip filter FORWARD handle 3`,
+		`nft delete rule ip filter FORWARD handle 5`,
+		`nft delete rule ip filter FORWARD handle 6`,
+	})
+}
+
+// Nothing to remove: no batch at all, and no table is created.
+func TestTeardownNothingSendsNothing(t *testing.T) {
+	absent := sample
+	absent.ContainerID = "absent"
+	for name, st := range map[string]nfttest.State{"no table": {Gen: 3}, "not present": existing()} {
+		f := use(t, st)
+		if err := Teardown(nil, absent); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := GC(nil, "othernet", nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := GC(nil, "mynet", []nft.Owner{sample, other}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(f.Batches) != 0 {
+			t.Errorf("%s: %d batches sent, want none", name, len(f.Batches))
+		}
+	}
+}
+
+// Foreign rules are found by tag even when our table is gone.
+func TestTeardownForeignWithoutTable(t *testing.T) {
+	st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip6 filter": true}, Chains: map[string][]string{
+		"ip6 filter FORWARD": {"x", sample.Tag(), sample.Tag()},
+	}}
+	f := run(t, st, func() error { return Teardown(nil, sample) })
+	nfttest.Golden(t, "teardown_foreign", f.Only(t), []string{
+		`nft delete rule ip6 filter FORWARD handle 3`,
+		`nft delete rule ip6 filter FORWARD handle 4`,
+	})
+}
+
+func TestCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(*nfttest.State)
+		a    Attachment
+		want string // "" = passes
+	}{
+		{"complete", func(*nfttest.State) {}, sampleAttachment, ""},
+		{"other", func(*nfttest.State) {}, Attachment{Owner: other, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}, Bridge: "br0", Policy: PolicySameBridge}, ""},
+		{"no table", func(s *nfttest.State) { delete(s.Tables, "inet nftcni_firewall") }, sampleAttachment, "table inet nftcni_firewall not found"},
+		{"rules changed", func(s *nfttest.State) { s.Chains["inet nftcni_firewall forward"] = ruleComments()[1:] }, sampleAttachment,
+			"chain inet nftcni_firewall forward does not hold the firewall's rules"},
+		{"no admin chain", func(s *nfttest.State) { delete(s.Chains, "inet nftcni_firewall CNI-ADMIN") }, sampleAttachment,
+			"admin chain inet nftcni_firewall CNI-ADMIN not found"},
+		{"other admin chain", func(*nfttest.State) {}, Attachment{Owner: sample, AdminChain: "MINE"}, "admin chain inet nftcni_firewall MINE not found"},
+		{"no claim", func(s *nfttest.State) {
+			s.Sets["inet nftcni_firewall owners4"] = s.Sets["inet nftcni_firewall owners4"][1:]
+		}, sampleAttachment, "address 10.1.0.5: no element for this attachment in set inet nftcni_firewall owners4"},
+		{"no lookup element", func(s *nfttest.State) { s.Sets["inet nftcni_firewall allow6"] = nil }, sampleAttachment,
+			"address fd00:1::5: no element in set inet nftcni_firewall allow6"},
+		{"no bridge", func(s *nfttest.State) { s.Sets["inet nftcni_firewall bridge_self"] = nil }, sampleAttachment,
+			`bridge "br0": no element in set inet nftcni_firewall bridge_self`},
+		{"isolated", func(*nfttest.State) {}, Attachment{Owner: sample, Bridge: "br0", Policy: PolicyIsolated},
+			`bridge "br0": no element for this attachment in set inet nftcni_firewall isolated_owners`},
+		{"foreign rule gone", func(s *nfttest.State) { s.Chains["ip filter FORWARD"] = s.Chains["ip filter FORWARD"][:4] }, sampleAttachment,
+			"chain ip filter FORWARD: 1 accept rules of this attachment, want 2"},
+		{"foreign chain gone", func(s *nfttest.State) { delete(s.Chains, "ip filter FORWARD") }, sampleAttachment, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := existing()
+			tt.edit(&st)
+			f := use(t, st)
+			err := Check(nil, tt.a)
+			if got := errText(err); got != tt.want {
+				t.Errorf("Check = %q, want %q", got, tt.want)
+			}
+			if len(f.Batches) != 0 {
+				t.Errorf("Check sent %d batches", len(f.Batches))
+			}
+		})
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestSetupRejects(t *testing.T) {
+	for _, tt := range []struct {
+		a    Attachment
+		want string
+	}{
+		{Attachment{Owner: sample, Addrs: []netip.Addr{{}}}, "invalid address invalid IP"},
+		{Attachment{Owner: sample, Policy: PolicySameBridge}, `invalid bridge name ""`},
+		{Attachment{Owner: sample, Policy: PolicyIsolated, Bridge: "a-very-long-bridge"}, `invalid bridge name "a-very-long-bridge"`},
+		{Attachment{Owner: sample, AdminChain: "forward"}, `admin chain name "forward" is one of the firewall's own chains`},
+		{Attachment{Owner: sample, AdminChain: "admin-jumps"}, `admin chain name "admin-jumps" is one of the firewall's own chains`},
+	} {
+		f := use(t, nfttest.State{})
+		err := Setup(nil, tt.a)
+		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("Setup(%+v) = %v, want …%s", tt.a, err, tt.want)
+		}
+		if len(f.Batches) != 0 {
+			t.Errorf("batch sent for %+v", tt.a)
+		}
+	}
+}
+
+// A concurrent commit between our reads and our batch makes the kernel
+// refuse the batch; Setup reads again and commits at the new generation.
+func TestSetupRetriesOnGenerationChange(t *testing.T) {
+	f := use(t, nfttest.State{Gen: 7})
+	f.Interfere = 1
+	if err := Setup(nil, sampleAttachment); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 2 || f.State.Gen != 9 {
+		t.Errorf("%d batches, generation %d; want 2 (refused, then committed), 9", len(f.Batches), f.State.Gen)
+	}
+}
+
+// The conntrack match info is what google/nftables' own encoding of struct
+// xt_conntrack_mtinfo3 gives for `--ctstate RELATED,ESTABLISHED`.
+func TestConntrackStateInfo(t *testing.T) {
+	info := &xt.ConntrackMtinfo3{ConntrackMtinfo2: xt.ConntrackMtinfo2{
+		ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)},
+		StateMask:           ctStateEstablished | ctStateRelated,
+	}}
+	want, err := xt.Marshal(xt.TableFamily(nftables.TableFamilyIPv4), 3, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conntrackStateInfo(ctStateEstablished | ctStateRelated); !bytes.Equal(got, want) {
+		t.Errorf("info\n%x\nwant\n%x", got, want)
+	}
+}

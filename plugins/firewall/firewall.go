@@ -1,0 +1,245 @@
+// Package firewall is the chained "firewall" plugin: it lets forwarded
+// traffic of the container's addresses through, consults an
+// administrator's chain first, and optionally isolates bridges from each
+// other (ingressPolicy). Behaviour follows contract/meta-plugins.md §3,
+// with native nftables instead of the reference's iptables backend
+// (DESIGN §3, nft/firewall); see README.md for the differences.
+package firewall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/nft/firewall"
+	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+)
+
+// Plugin is the firewall plugin. It holds no IPAM, so STATUS is the
+// dispatcher's default success and GC has nothing to forward.
+var Plugin = &cni.Plugin{
+	Name:     "firewall",
+	Versions: cni.VersionsFrom("0.4.0"),
+	Add:      cmdAdd,
+	Del:      cmdDel,
+	Check:    cmdCheck,
+	GC:       cmdGC,
+}
+
+// NetConf is the firewall configuration (contract §3.1).
+type NetConf struct {
+	cni.NetConf
+	Backend                string `json:"backend"`
+	IptablesAdminChainName string `json:"iptablesAdminChainName"`
+	// FirewalldZone is accepted and unused: it only means something to
+	// the firewalld backend, which we do not have yet.
+	FirewalldZone string `json:"firewalldZone"`
+	IngressPolicy string `json:"ingressPolicy"`
+}
+
+// The reference's ingressPolicy values.
+const (
+	policyOpen       = "open"
+	policySameBridge = "same-bridge"
+	policyIsolated   = "isolated"
+)
+
+// maxAdminChainLen bounds iptablesAdminChainName: the reference's limit
+// is iptables' 28; nft allows longer names, and the jump's comment must
+// stay within nft's 128 bytes.
+const maxAdminChainLen = 64
+
+func loadConf(stdin []byte) (*NetConf, error) {
+	var c NetConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, fmt.Errorf("failed to load netconf: %w", err)
+	}
+	return &c, nil
+}
+
+// checkBackend accepts every backend value the reference accepts except
+// firewalld: "iptables" and anything else (which the reference reads as
+// "auto") mean our native nftables rules.
+func checkBackend(c *NetConf, a *cni.CmdArgs) error {
+	switch c.Backend {
+	case "firewalld":
+		return cni.NewError(cni.CodeUnsupportedField, `backend "firewalld" is not supported yet`,
+			`the firewall plugin has only its native nftables backend; omit "backend" or set it to "iptables"`)
+	case "", "iptables":
+	default:
+		a.Logf("firewall: backend %q is not a backend name; using the native nftables backend", c.Backend)
+	}
+	return nil
+}
+
+// policy parses ingressPolicy with the reference's error text.
+func policy(c *NetConf) (firewall.Policy, error) {
+	switch c.IngressPolicy {
+	case "", policyOpen:
+		return firewall.PolicyOpen, nil
+	case policySameBridge:
+		return firewall.PolicySameBridge, nil
+	case policyIsolated:
+		return firewall.PolicyIsolated, nil
+	}
+	return firewall.PolicyOpen, fmt.Errorf("unknown ingress policy: %q", c.IngressPolicy)
+}
+
+// adminChain checks iptablesAdminChainName; "" means the default.
+func adminChain(c *NetConf) (string, error) {
+	name := c.IptablesAdminChainName
+	if name == "" {
+		return firewall.DefaultAdminChain, nil
+	}
+	if len(name) > maxAdminChainLen {
+		return "", cni.Errorf(cni.CodeInvalidNetworkConfig, "iptablesAdminChainName %q is too long (at most %d bytes)", name, maxAdminChainLen)
+	}
+	for _, r := range name {
+		if r <= ' ' || r > '~' || r == '"' {
+			return "", cni.Errorf(cni.CodeInvalidNetworkConfig, "iptablesAdminChainName %q: only printable ASCII without spaces or quotes is allowed", name)
+		}
+	}
+	if firewall.ReservedChain(name) {
+		return "", cni.Errorf(cni.CodeInvalidNetworkConfig, "iptablesAdminChainName %q is the name of one of the firewall's own chains", name)
+	}
+	return name, nil
+}
+
+// attachment computes what the attachment needs from the config and
+// prevResult, checking everything before anything is changed (the
+// reference finds a bad ingress policy only after its backend acted).
+func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachment, error) {
+	pol, err := policy(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	admin, err := adminChain(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin}
+	// Every prevResult address, without interface filtering (as the
+	// reference).
+	for _, ip := range prev.IPs {
+		at.Addrs = append(at.Addrs, ip.Address.Addr())
+	}
+	if pol != firewall.PolicyOpen {
+		// The bridge is the first interface, as the bridge plugin
+		// reports it.
+		if len(prev.Interfaces) == 0 {
+			return firewall.Attachment{}, fmt.Errorf("interface needs to be set for ingress policy %q, make sure to chain \"firewall\" plugin with \"bridge\"", c.IngressPolicy)
+		}
+		intf := prev.Interfaces[0]
+		if intf == nil {
+			return firewall.Attachment{}, errors.New("got nil interface")
+		}
+		if intf.Name == "" {
+			return firewall.Attachment{}, errors.New("got empty bridge name")
+		}
+		if len(intf.Name) > 15 {
+			return firewall.Attachment{}, fmt.Errorf("bridge name %q of prevResult interfaces[0] is longer than 15 bytes", intf.Name)
+		}
+		// As the reference: without any address nothing is policed.
+		if len(at.Addrs) > 0 {
+			at.Bridge, at.Policy = intf.Name, pol
+		}
+	}
+	return at, nil
+}
+
+// prevResult parses the config's prevResult, which ADD and CHECK need.
+func prevResult(c *NetConf) (*cni.Result, error) {
+	prev, err := c.PrevResult()
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, errors.New("missing prevResult from earlier plugin")
+	}
+	return prev, nil
+}
+
+// cmdAdd installs the attachment's state and passes prevResult through
+// unchanged. It is one nftables batch: a failed ADD changed nothing.
+func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := prevResult(conf)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBackend(conf, a); err != nil {
+		return nil, err
+	}
+	at, err := attachment(conf, a, prev)
+	if err != nil {
+		return nil, err
+	}
+	if err := firewall.Setup(nil, at); err != nil {
+		return nil, err
+	}
+	return prev, nil
+}
+
+// cmdDel removes everything carrying the attachment's owner tag, with or
+// without prevResult and whatever became of the namespace (the reference
+// removes only the rules for prevResult's addresses). As in the
+// reference, an unknown ingressPolicy still fails DEL — after the
+// cleanup.
+func cmdDel(_ context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
+		return err
+	}
+	_, err = policy(conf)
+	return err
+}
+
+// cmdCheck verifies the attachment's state for prevResult's addresses:
+// the table's rules, the admin chain and its jump, the attachment's
+// elements (the reference checks its iptables rules, not the ingress
+// policy; we check that too), and its rules in an iptables-nft FORWARD
+// chain, if one exists.
+func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	prev, err := prevResult(conf)
+	if err != nil {
+		return err
+	}
+	if err := checkBackend(conf, a); err != nil {
+		return err
+	}
+	at, err := attachment(conf, a, prev)
+	if err != nil {
+		return err
+	}
+	if err := firewall.Check(nil, at); err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	return nil
+}
+
+// cmdGC removes this network's state that belongs to none of the valid
+// attachments; without a valid-attachments list nothing is collected.
+func cmdGC(_ context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	atts, ok := conf.Attachments()
+	if !ok {
+		a.Logf("firewall: GC without cni.dev/valid-attachments: nothing collected")
+		return nil
+	}
+	return firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts))
+}
