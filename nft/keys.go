@@ -1,6 +1,10 @@
 package nft
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/google/nftables"
+)
 
 // Helpers for building set keys and data, which nf_tables lays out as the
 // concatenation of their fields, each padded to a 32-bit register.
@@ -31,4 +35,24 @@ func LastAddr(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+// SameAddress reports whether e, an element of an address set s, is for
+// the same container address as one of want. Such sets hold either the
+// address itself, or — in interval sets — the pair (subnet . address),
+// whose second half is the address. Components use it to let the newest
+// attachment of an address take over an element a missed DEL left behind.
+func SameAddress(s *nftables.Set, e Element, want []Element) bool {
+	addrOf := func(k []byte) []byte {
+		if s.Interval {
+			return k[len(k)/2:]
+		}
+		return k
+	}
+	for _, w := range want {
+		if string(addrOf(e.Key)) == string(addrOf(w.Key)) {
+			return true
+		}
+	}
+	return false
 }

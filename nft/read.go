@@ -33,6 +33,9 @@ type Rule struct {
 // NFTA_SET_ELEM_KEY_END (Linux ≥ 5.6) is missing from x/sys/unix.
 const nftaSetElemKeyEnd = 10
 
+// FamilyName is the family as nft spells it (inet, ip, ip6, bridge, ...).
+func FamilyName(f nftables.TableFamily) string { return familyName(f) }
+
 func familyName(f nftables.TableFamily) string {
 	switch f {
 	case nftables.TableFamilyINet:

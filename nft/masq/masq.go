@@ -138,7 +138,7 @@ func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return store.Setup(ns, owner, want, func(s *nftables.Set, e nft.Element) bool { return conflicts(s, e, want[s]) }, what)
+	return store.Setup(ns, owner, want, func(s *nftables.Set, e nft.Element) bool { return nft.SameAddress(s, e, want[s]) }, what)
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,
@@ -193,25 +193,6 @@ func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.El
 		})
 	}
 	return want, nil
-}
-
-// conflicts reports whether e, an element of s, is for the same container
-// address as one of want: such an element is taken over (see the package
-// doc). In masq sets the key is the address; in exempt sets the address is
-// the second half of the key.
-func conflicts(s *nftables.Set, e nft.Element, want []nft.Element) bool {
-	addrOf := func(k []byte) []byte {
-		if s == exempt4 || s == exempt6 {
-			return k[len(k)/2:]
-		}
-		return k
-	}
-	for _, w := range want {
-		if string(addrOf(e.Key)) == string(addrOf(w.Key)) {
-			return true
-		}
-	}
-	return false
 }
 
 // Registers as nft numbers them (and `nft --debug` prints them): 1 is the

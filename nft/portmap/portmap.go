@@ -367,7 +367,9 @@ func Setup(ns *netns.NS, s Spec) error {
 					return err
 				}
 				b.ReplaceElements(set, cur, want, func(e nft.Element) bool {
-					return s.Owner.OwnedBy(e.Comment) || takenOver(set, e, want)
+					// Address sets: the newest attachment of an address wins (a
+					// stale element of a missed DEL must not block it).
+					return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
 				})
 			}
 			if err := replaceRules(tx, f, s.Owner, p.rules[f]); err != nil {
@@ -432,27 +434,6 @@ func conflicts(set *nftables.Set, cur, want []nft.Element, owner nft.Owner) erro
 		}
 	}
 	return nil
-}
-
-// takenOver reports whether e, another owner's element of an address set,
-// is for an address we want: the newer attachment of an address wins (a
-// stale element of a missed DEL must not block it).
-func takenOver(set *nftables.Set, e nft.Element, want []nft.Element) bool {
-	if set.IsMap {
-		return false
-	}
-	addrOf := func(k []byte) []byte {
-		if set.Interval {
-			return k[len(k)/2:]
-		}
-		return k
-	}
-	for _, w := range want {
-		if string(addrOf(e.Key)) == string(addrOf(w.Key)) {
-			return true
-		}
-	}
-	return false
 }
 
 // replaceRules replaces owner's rules in the conditional chain by want.
@@ -606,12 +587,7 @@ func Check(ns *netns.NS, s Spec) error {
 	return nil
 }
 
-func familyName(f *family) string {
-	if f.v6 {
-		return "ip6"
-	}
-	return "ip"
-}
+func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
