@@ -1,0 +1,114 @@
+package hostdevice
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/netlinkx"
+)
+
+// A device loses its addresses when it changes namespace, and its name
+// and alias are replaced while it is in the container. What DEL needs to
+// give it back as it was is written before the move, one file per
+// attachment. The original name is also kept in the device's alias, as
+// the reference does, so a reference DEL can still move it back.
+
+// savedDevice is the host-side state of a device moved into a container.
+type savedDevice struct {
+	Name  string         `json:"name"`
+	Alias string         `json:"alias,omitempty"`
+	MAC   string         `json:"mac"`
+	Up    bool           `json:"up"`
+	Addrs []netip.Prefix `json:"addrs,omitempty"` // global ones; link-local addresses come back by themselves
+}
+
+// snapshot reads what moving l to another namespace will lose.
+func snapshot(h *netlinkx.Handle, l netlinkx.Link) (savedDevice, error) {
+	s := savedDevice{Name: l.Name, Alias: l.Alias, MAC: l.MAC.String(), Up: l.Up}
+	addrs, err := h.Addrs(l.Name, 0)
+	if err != nil {
+		return s, err
+	}
+	for _, a := range addrs {
+		if a.Scope == unix.RT_SCOPE_UNIVERSE && !a.Prefix.Addr().IsLinkLocalUnicast() {
+			s.Addrs = append(s.Addrs, a.Prefix)
+		}
+	}
+	return s, nil
+}
+
+// restore gives the device, back in h's namespace under its old name, its
+// addresses and up state.
+func (s savedDevice) restore(h *netlinkx.Handle) error {
+	var errs []error
+	for _, p := range s.Addrs {
+		// No DAD wait: the address was the host's a moment ago.
+		if err := h.AddAddr(s.Name, p, netlinkx.AddrOpts{NoDAD: p.Addr().Is6()}); err != nil && !errors.Is(err, unix.EEXIST) {
+			errs = append(errs, err)
+		}
+	}
+	if s.Up {
+		if err := h.SetUp(s.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// statePath is the state file of attachment (containerID, ifName). Neither
+// may contain '/' or ':' (the dispatcher checks), so the name is unique.
+func statePath(dir, containerID, ifName string) string {
+	return filepath.Join(dir, containerID+":"+ifName+".json")
+}
+
+// writeState stores s, replacing the file atomically so a crash never
+// leaves half of it.
+func writeState(path string, s savedDevice) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing device state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing device state: %w", err)
+	}
+	return nil
+}
+
+// readState loads the state file; ok is false when there is none (the
+// device was moved by the reference plugin, or the state is gone).
+func readState(path string) (s savedDevice, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("reading device state: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, false, fmt.Errorf("reading device state %s: %w", path, err)
+	}
+	return s, true, nil
+}
+
+// removeState deletes the state file; already gone is fine.
+func removeState(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing device state: %w", err)
+	}
+	return nil
+}

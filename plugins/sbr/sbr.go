@@ -1,0 +1,517 @@
+// Package sbr is the "sbr" (source-based routing) chained plugin: inside
+// the container, each address of the interface gets its own routing table,
+// selected by a rule on the source address, holding a default route via
+// the address's gateway and copies of the interface's routes. Replies then
+// leave through the interface their address belongs to, whatever the
+// container's main table says.
+//
+// Behaviour follows contract/meta-plugins.md §5, with the deliberate
+// differences of DESIGN §3 (see README.md): ADD moves out of the main
+// table only the routes it copied, DEL succeeds when the namespace is
+// gone, removes only rules that look like ours and the routes it put in
+// its tables, and CHECK checks.
+package sbr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+)
+
+// Plugin is the sbr plugin. It holds no state outside the container and
+// delegates to nothing, so GC and STATUS are the dispatcher's default
+// success.
+var Plugin = &cni.Plugin{
+	Name:  "sbr",
+	Add:   cmdAdd,
+	Del:   cmdDel,
+	Check: cmdCheck,
+}
+
+// firstTable is the lowest table id sbr picks by itself, as the reference.
+const firstTable = 100
+
+// NetConf is the sbr configuration (contract §5.1).
+type NetConf struct {
+	cni.NetConf
+	// Table, when set, is a table the operator manages: sbr only adds the
+	// source rules pointing at it, and moves no routes.
+	Table *int `json:"table"`
+}
+
+func loadConf(stdin []byte) (*NetConf, error) {
+	var c NetConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, fmt.Errorf("failed to parse network configuration: %w", err)
+	}
+	if c.Table != nil && (*c.Table <= 0 || int64(*c.Table) > math.MaxUint32) {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: must be between 1 and %d", *c.Table, uint32(math.MaxUint32))
+	}
+	return &c, nil
+}
+
+// addrs returns the prevResult's addresses that belong to ifName: all,
+// except those whose interface index names another interface (an address
+// without an index counts as ours, as in the reference). A prevResult
+// without any address is an error.
+func (c *NetConf) addrs(ifName string) ([]*cni.IPConfig, error) {
+	if c.RawPrevResult == nil {
+		return nil, errors.New("This plugin must be called as chained plugin")
+	}
+	prev, err := c.PrevResult()
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, errors.New("This plugin must be called as chained plugin")
+	}
+	if len(prev.IPs) == 0 {
+		return nil, fmt.Errorf("No IP addresses supplied on interface: %s", ifName)
+	}
+	var out []*cni.IPConfig
+	for _, ip := range prev.IPs {
+		if i := ip.Interface; i != nil && *i >= 0 && *i < len(prev.Interfaces) && prev.Interfaces[*i].Name != ifName {
+			continue
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+// hostPrefix is a as a /32 or /128: what a source rule matches.
+func hostPrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen())
+}
+
+// ourRule reports whether r is a plain "from <addr> lookup <table>" rule:
+// the only kind sbr makes, and the only kind its DEL and CHECK look at.
+func ourRule(r netlinkx.Rule, addr netip.Addr) bool {
+	return r.Lookup() && !r.OtherSelectors && r.Src == hostPrefix(addr)
+}
+
+// lockNetns takes the reference's exclusive lock on the namespace path, so
+// that sbr invocations for one container (ours or the reference's) do not
+// interleave. Unlike the reference it never creates the path: a missing
+// namespace gives an error matching fs.ErrNotExist.
+func lockNetns(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("failed to open netns %q: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// inNetns opens the container's namespace under the lock and a netlink
+// handle inside it.
+func inNetns(path string, fn func(h *netlinkx.Handle) error) error {
+	lock, err := lockNetns(path)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	ns, err := netns.Open(path)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := conf.addrs(a.IfName)
+	if err != nil {
+		return nil, err
+	}
+	err = inNetns(a.Netns, func(h *netlinkx.Handle) error {
+		var u undo
+		var err error
+		if conf.Table != nil {
+			err = addRulesOnly(h, &u, ips, *conf.Table)
+		} else {
+			err = setupTables(h, &u, a.IfName, ips)
+		}
+		if err != nil {
+			if uerr := u.run(); uerr != nil {
+				a.Logf("sbr: rolling back: %v", uerr)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	prev, _ := conf.PrevResult()
+	return prev, nil
+}
+
+// undo collects what a failing ADD takes back, last first.
+type undo []func() error
+
+func (u *undo) push(fn func() error) { *u = append(*u, fn) }
+
+func (u undo) run() error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// addRulesOnly adds "from <ip> lookup <table>" for each address, unless it
+// is there already (the reference added duplicates on a repeated ADD).
+func addRulesOnly(h *netlinkx.Handle, u *undo, ips []*cni.IPConfig, table int) error {
+	rules, err := h.Rules(0)
+	if err != nil {
+		return fmt.Errorf("Failed to list all rules: %w", err)
+	}
+	for _, ip := range ips {
+		addr := ip.Address.Addr()
+		if _, ok := findRule(rules, addr, table); ok {
+			continue
+		}
+		r := netlinkx.Rule{Src: hostPrefix(addr), Table: table}
+		if err := h.AddRule(r); err != nil {
+			return fmt.Errorf("failed to add rule: %w", err)
+		}
+		u.push(func() error { return h.DelRule(r) })
+	}
+	return nil
+}
+
+// findRule finds our rule for addr; table 0 matches any table.
+func findRule(rules []netlinkx.Rule, addr netip.Addr, table int) (netlinkx.Rule, bool) {
+	for _, r := range rules {
+		if ourRule(r, addr) && (table == 0 || r.Table == table) {
+			return r, true
+		}
+	}
+	return netlinkx.Rule{}, false
+}
+
+// setupTables gives each address a table (contract §5.2 step 5): a source
+// rule, a default route via the address's gateway, and copies of the
+// interface's main-table routes that belong to the address (its source or
+// gateway is inside the address's prefix) or to no address in particular
+// (neither source nor gateway). The routes copied are then removed from
+// the main table; the others stay (the reference removed every route of
+// the interface). An address that already has its rule keeps its table,
+// so a repeated ADD changes nothing.
+func setupTables(h *netlinkx.Handle, u *undo, ifName string, ips []*cni.IPConfig) error {
+	rules, err := h.Rules(0)
+	if err != nil {
+		return fmt.Errorf("Failed to list all rules: %w", err)
+	}
+	link, err := h.LinkByName(ifName)
+	if err != nil {
+		return fmt.Errorf("Cannot find network interface %s: %w", ifName, unwrap(err))
+	}
+	main, err := h.Routes(0, 0)
+	if err != nil {
+		return fmt.Errorf("Failed to list all routes: %w", err)
+	}
+	var ifRoutes []netlinkx.Route
+	for _, r := range main {
+		if r.LinkIndex == link.Index {
+			ifRoutes = append(ifRoutes, r)
+		}
+	}
+	// Tables referenced by a rule are taken; tables with routes but no
+	// rule count as free, as in the reference (same choice, so either
+	// plugin's DEL finds the other's tables).
+	used := map[int]bool{}
+	for _, r := range rules {
+		used[r.Table] = true
+	}
+	next := func(from int) int {
+		for used[from] {
+			from++
+		}
+		return from
+	}
+	table := next(firstTable)
+	copied := map[int]bool{} // indexes into ifRoutes
+	for _, ip := range ips {
+		addr := ip.Address.Addr()
+		t := table
+		if r, ok := findRule(rules, addr, 0); ok {
+			t = r.Table
+		} else {
+			r := netlinkx.Rule{Src: hostPrefix(addr), Table: t}
+			if err := h.AddRule(r); err != nil {
+				return fmt.Errorf("Failed to add rule: %w", err)
+			}
+			u.push(func() error { return h.DelRule(r) })
+			used[t] = true
+			table = next(t + 1)
+		}
+		if ip.Gateway.IsValid() {
+			dst := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			if ip.Gateway.Is6() {
+				dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			}
+			def := netlinkx.Route{Dst: dst, Gw: ip.Gateway, LinkIndex: link.Index, Table: t}
+			if err := replaceRoute(h, u, def); err != nil {
+				return fmt.Errorf("Failed to add default route to %s: %w", ip.Gateway, err)
+			}
+		}
+		for i, r := range ifRoutes {
+			if !belongs(r, ip.Address) {
+				continue
+			}
+			c := r
+			c.Table = t
+			if err := replaceRoute(h, u, c); err != nil {
+				return fmt.Errorf("Failed to readd route: %w", err)
+			}
+			copied[i] = true
+		}
+	}
+	for i, r := range ifRoutes {
+		if !copied[i] {
+			continue
+		}
+		if err := h.DelRoute(r); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("Failed to delete route: %w", err)
+		}
+		u.push(func() error { return h.ReplaceRoute(r) })
+	}
+	return nil
+}
+
+// belongs reports whether route r of the interface goes into the table of
+// address p: its preferred source or its gateway is inside p, or it has
+// neither (a route of the link as a whole, e.g. IPv6 link-local).
+func belongs(r netlinkx.Route, p netip.Prefix) bool {
+	m := p.Masked()
+	if !r.Src.IsValid() && !r.Gw.IsValid() {
+		return true
+	}
+	return (r.Src.IsValid() && m.Contains(r.Src.Unmap())) || (r.Gw.IsValid() && m.Contains(r.Gw.Unmap()))
+}
+
+// replaceRoute installs r (replacing a route with the same key) and
+// registers its removal, unless it was already there exactly like that.
+func replaceRoute(h *netlinkx.Handle, u *undo, r netlinkx.Route) error {
+	have, err := h.Routes(family(r.Dst.Addr()), r.Table)
+	if err != nil {
+		return err
+	}
+	for _, x := range have {
+		if x.Dst == r.Dst && x.Gw == r.Gw && x.LinkIndex == r.LinkIndex && x.Priority == r.Priority {
+			return nil
+		}
+	}
+	if err := h.ReplaceRoute(r); err != nil {
+		return err
+	}
+	u.push(func() error { return h.DelRoute(r) })
+	return nil
+}
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+// unwrap drops netlinkx's operation text where the message already says
+// what was attempted.
+func unwrap(err error) error {
+	var ne *netlinkx.Error
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
+
+// cmdDel removes the source rules of the interface's addresses (those it
+// has now and those the prevResult lists, so that rules are found even
+// when the interface is already gone) and the interface's routes in the
+// tables they pointed to (contract §5.3). With `table` configured, only
+// rules for that table go and no routes are touched. A missing namespace
+// or an empty CNI_NETNS is success. Every deletion is tried; the errors
+// are returned together.
+func cmdDel(_ context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	if a.Netns == "" {
+		return nil
+	}
+	if _, err := os.Stat(a.Netns); errors.Is(err, fs.ErrNotExist) {
+		return nil // the container is gone, and its rules and routes with it
+	}
+	var prevIPs []*cni.IPConfig
+	if conf.RawPrevResult != nil {
+		prevIPs, _ = conf.addrs(a.IfName) // best effort: DEL must not fail on it
+	}
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
+		addrs := map[netip.Addr]bool{}
+		for _, ip := range prevIPs {
+			addrs[ip.Address.Addr().Unmap()] = true
+		}
+		link, lerr := h.LinkByName(a.IfName)
+		if lerr == nil {
+			have, err := h.Addrs(a.IfName, 0)
+			if err != nil {
+				return err
+			}
+			for _, ad := range have {
+				addrs[ad.Prefix.Addr().Unmap()] = true
+			}
+		} else if !errors.Is(lerr, netlinkx.ErrNotFound) {
+			return lerr
+		}
+		rules, err := h.Rules(0)
+		if err != nil {
+			return fmt.Errorf("Failed to list all rules: %w", err)
+		}
+		var errs []error
+		tables := map[int]bool{}
+		for _, r := range rules {
+			if !r.Lookup() || r.OtherSelectors || r.Src.Bits() != r.Src.Addr().BitLen() || !addrs[r.Src.Addr()] {
+				continue
+			}
+			if conf.Table != nil && r.Table != *conf.Table {
+				continue
+			}
+			if err := h.DelRule(r); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("Failed to delete rule %v: %w", r, err))
+				continue
+			}
+			tables[r.Table] = true
+		}
+		if conf.Table == nil && lerr == nil {
+			for t := range tables {
+				if reservedTable(t) {
+					continue
+				}
+				errs = append(errs, flushLinkRoutes(h, t, link.Index))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// reservedTable reports the kernel's own tables (default, main, local),
+// which sbr never empties.
+func reservedTable(t int) bool {
+	return t == unix.RT_TABLE_DEFAULT || t == unix.RT_TABLE_MAIN || t == unix.RT_TABLE_LOCAL || t == 0
+}
+
+// flushLinkRoutes deletes the link's routes from table t.
+func flushLinkRoutes(h *netlinkx.Handle, t, index int) error {
+	routes, err := h.Routes(0, t)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range routes {
+		if r.LinkIndex != index {
+			continue
+		}
+		if err := h.DelRoute(r); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cmdCheck verifies what ADD set up, for each address of the interface in
+// prevResult: its source rule (to the configured table, if any) and,
+// when sbr chose the table, the default route via the address's gateway
+// and a route to the address's subnet on the interface in that table. The
+// reference's CHECK checked nothing.
+func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return err
+	}
+	ips, err := conf.addrs(a.IfName)
+	if err != nil {
+		return err
+	}
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
+		link, err := h.LinkByName(a.IfName)
+		if err != nil {
+			return fmt.Errorf("Cannot find network interface %s: %w", a.IfName, unwrap(err))
+		}
+		rules, err := h.Rules(0)
+		if err != nil {
+			return fmt.Errorf("Failed to list all rules: %w", err)
+		}
+		want := 0
+		if conf.Table != nil {
+			want = *conf.Table
+		}
+		for _, ip := range ips {
+			addr := ip.Address.Addr()
+			r, ok := findRule(rules, addr, want)
+			if !ok {
+				if want != 0 {
+					return fmt.Errorf("sbr: no rule \"from %s lookup %d\"", hostPrefix(addr), want)
+				}
+				return fmt.Errorf("sbr: no rule \"from %s lookup <table>\"", hostPrefix(addr))
+			}
+			if conf.Table != nil {
+				continue
+			}
+			routes, err := h.Routes(0, r.Table)
+			if err != nil {
+				return err
+			}
+			has := func(dst netip.Prefix, gw netip.Addr) bool {
+				for _, x := range routes {
+					if x.Dst == dst && x.LinkIndex == link.Index && (!gw.IsValid() || x.Gw == gw) {
+						return true
+					}
+				}
+				return false
+			}
+			if gw := ip.Gateway; gw.IsValid() {
+				def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+				if gw.Is6() {
+					def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+				}
+				if !has(def, gw) {
+					return fmt.Errorf("sbr: table %d of %s has no default route via %s dev %s", r.Table, addr, gw, a.IfName)
+				}
+			}
+			if sub := ip.Address.Masked(); sub.Bits() < addr.BitLen() && !has(sub, netip.Addr{}) {
+				return fmt.Errorf("sbr: table %d of %s has no route to %s dev %s", r.Table, addr, sub, a.IfName)
+			}
+		}
+		return nil
+	})
+}
