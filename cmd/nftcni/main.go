@@ -19,9 +19,19 @@ func register(p *cni.Plugin) { cni.Register(p) }
 
 func pluginNames() []string { return cni.Registered() }
 
+// subcommands are words a plugin binary takes as its first argument instead
+// of being a plugin, keyed "<plugin> <word>" ("dhcp daemon"); the plugin
+// files fill it in.
+var subcommands = map[string]func(args []string) int{}
+
 func main() {
 	name := filepath.Base(os.Args[0])
 	if p := cni.Lookup(name); p != nil {
+		if len(os.Args) > 1 {
+			if sub := subcommands[name+" "+os.Args[1]]; sub != nil {
+				os.Exit(sub(os.Args[2:]))
+			}
+		}
 		os.Exit(cni.Main(p))
 	}
 	if name == "nftcni" || strings.HasPrefix(name, "nftcni.") || strings.HasPrefix(name, "nftcni-") {

@@ -1,0 +1,237 @@
+// Package dhcptest runs a real DHCP server for the dhcp plugin's tests:
+// Debian's dnsmasq, started inside a throwaway namespace behind a bridge,
+// with its own lease and pid files. Containers join with a veth pair.
+//
+// dnsmasq is the peer under test, not a tool doing our work; the tests
+// skip without it, or fail under NFTCNI_REQUIRE_PRIV=1 (CI installs the
+// dnsmasq-base package).
+package dhcptest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
+)
+
+// The server's network.
+var (
+	ServerAddr = netip.MustParseAddr("10.99.0.1")
+	Subnet     = netip.MustParsePrefix("10.99.0.0/24")
+)
+
+// Bridge is the server namespace's bridge, where containers are plugged.
+const Bridge = "br0"
+
+// Require skips the test unless dnsmasq is installed (and the test runs as
+// root); under NFTCNI_REQUIRE_PRIV=1 a missing dnsmasq fails it.
+func Require(t testing.TB) string {
+	t.Helper()
+	privtest.Require(t)
+	path, err := exec.LookPath("dnsmasq")
+	if err != nil {
+		for _, p := range []string{"/usr/sbin/dnsmasq", "/sbin/dnsmasq"} {
+			if _, serr := os.Stat(p); serr == nil {
+				return p
+			}
+		}
+		if os.Getenv("NFTCNI_REQUIRE_PRIV") == "1" {
+			t.Fatal("dnsmasq is not installed (package dnsmasq-base); NFTCNI_REQUIRE_PRIV=1")
+		}
+		t.Skip("dnsmasq is not installed (package dnsmasq-base): no DHCP server to test against")
+	}
+	return path
+}
+
+// Server is a running dnsmasq.
+type Server struct {
+	NS        *netns.NS
+	H         *netlinkx.Handle
+	Dir       string
+	LeaseFile string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	stderr    bytes.Buffer
+	ports     atomic.Int32
+}
+
+// Start runs dnsmasq serving 10.99.0.100-199 with a two-minute lease (its
+// minimum), router and DNS options, plus extra dnsmasq flags (such as
+// "--dhcp-option=option:T1,3"; it ignores a T1 below 3 s). It is stopped
+// when the test ends.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin := Require(t)
+	ns := privtest.NewNS(t)
+	h := privtest.Handle(t, ns)
+	must(t, h.SetUp("lo"))
+	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: Bridge}))
+	must(t, h.AddAddr(Bridge, netip.PrefixFrom(ServerAddr, Subnet.Bits()), netlinkx.AddrOpts{}))
+	must(t, h.SetUp(Bridge))
+
+	s := &Server{NS: ns, H: h, Dir: t.TempDir(), exited: make(chan struct{})}
+	s.LeaseFile = filepath.Join(s.Dir, "leases")
+	args := []string{
+		"--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts", "--no-resolv",
+		"--port=0", "--user=root", "--group=root",
+		"--interface=" + Bridge, "--bind-interfaces",
+		"--pid-file=" + filepath.Join(s.Dir, "pid"),
+		"--dhcp-leasefile=" + s.LeaseFile,
+		"--log-facility=" + filepath.Join(s.Dir, "log"), "--log-dhcp",
+		"--no-ping", "--dhcp-authoritative",
+		"--dhcp-range=10.99.0.100,10.99.0.199,255.255.255.0,2m",
+		"--dhcp-option=option:router,10.99.0.1",
+		"--dhcp-option=option:dns-server,10.99.0.53,10.99.0.54",
+		"--dhcp-option=option:domain-name,example.test",
+		"--dhcp-option=option:domain-search,example.test,corp.test",
+	}
+	s.cmd = exec.Command(bin, append(args, extra...)...)
+	s.cmd.Stderr = &s.stderr
+	if err := netns.StartIn(ns, s.cmd); err != nil {
+		t.Fatalf("starting dnsmasq: %v", err)
+	}
+	go func() { s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	// dnsmasq is ready once it wrote its pid file (after binding).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(s.Dir, "pid")); err == nil {
+			break
+		}
+		select {
+		case <-s.exited:
+			t.Fatalf("dnsmasq exited: %s", s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dnsmasq did not start within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+// Attach connects ns to the server with a veth pair, ifname in ns and the
+// other end in the server's bridge, both up and without addresses (as an
+// interface plugin hands the container end to IPAM). It returns the
+// container end's MAC.
+func (s *Server) Attach(t testing.TB, ns *netns.NS, ifname string) net.HardwareAddr {
+	t.Helper()
+	peer := fmt.Sprintf("vs%d", s.ports.Add(1))
+	h := privtest.Handle(t, ns)
+	must(t, h.AddVeth(netlinkx.VethSpec{Name: ifname, PeerName: peer, PeerNS: s.NS}))
+	must(t, s.H.SetMaster(peer, Bridge))
+	must(t, s.H.SetUp(peer))
+	must(t, h.SetUp(ifname))
+	privtest.WaitOperUp(t, h, ifname)
+	l, err := h.LinkByName(ifname)
+	must(t, err)
+	return l.MAC
+}
+
+// Lease is one line of dnsmasq's lease file.
+type Lease struct {
+	Expiry   int64 // Unix seconds
+	MAC      string
+	IP       string
+	Hostname string // "*" when none
+	ClientID string // hex bytes "00:63:..."; "*" when none
+}
+
+// Leases reads the lease file (no file yet: none).
+func (s *Server) Leases(t testing.TB) []Lease {
+	t.Helper()
+	data, err := os.ReadFile(s.LeaseFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	must(t, err)
+	var out []Lease
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] == "duid" {
+			continue
+		}
+		exp, _ := strconv.ParseInt(f[0], 10, 64)
+		out = append(out, Lease{Expiry: exp, MAC: f[1], IP: f[2], Hostname: f[3], ClientID: f[4]})
+	}
+	return out
+}
+
+// LeaseOf returns the lease held by mac, if any.
+func (s *Server) LeaseOf(t testing.TB, mac net.HardwareAddr) (Lease, bool) {
+	t.Helper()
+	for _, l := range s.Leases(t) {
+		if l.MAC == mac.String() {
+			return l, true
+		}
+	}
+	return Lease{}, false
+}
+
+// WaitTimeout bounds every wait for the server's state to change.
+const WaitTimeout = 60 * time.Second
+
+// Wait polls the lease file until cond holds, failing the test after
+// WaitTimeout; it returns the leases that satisfied cond.
+func (s *Server) Wait(t testing.TB, what string, cond func([]Lease) bool) []Lease {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		l := s.Leases(t)
+		if cond(l) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
+			t.Fatalf("waiting for %s: leases %+v\ndnsmasq log:\n%s", what, l, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ClientIDHex is how dnsmasq's lease file shows a client ID: the option
+// bytes in hex, colon-separated.
+func ClientIDHex(b []byte) string {
+	parts := make([]string, len(b))
+	for i, c := range b {
+		parts[i] = fmt.Sprintf("%02x", c)
+	}
+	return strings.Join(parts, ":")
+}
+
+// Log returns dnsmasq's log so far.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
+	return string(b)
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
