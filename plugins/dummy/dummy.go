@@ -14,7 +14,6 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
-	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -22,10 +21,10 @@ import (
 var Plugin = &cni.Plugin{
 	Name:   "dummy",
 	Add:    cmdAdd,
-	Del:    cmdDel,
+	Del:    vethplugin.ChildDel(ipamOf),
 	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	GC:     vethplugin.ChildGC(ipamOf),
+	Status: vethplugin.ChildStatus(ipamOf),
 }
 
 // errNoIPAM is the reference's message for a config without ipam.type,
@@ -36,6 +35,19 @@ var errNoIPAM = errors.New("dummy interface requires an IPAM configuration")
 // ignores dns (the result carries IPAM's).
 func parseConf(stdin []byte) (*cni.NetConf, error) {
 	return cni.DecodeNetConf(stdin, "failed to parse network config")
+}
+
+// ipamOf decodes the config for DEL (contract §9.3), GC and STATUS, which
+// call IPAM unconditionally, as the reference (dummy cannot work without
+// IPAM). DEL releases the addresses, then deletes the dummy; a missing
+// link or namespace, or an empty CNI_NETNS, is success. dummy keeps no
+// state of its own.
+func ipamOf(stdin []byte) (string, bool, error) {
+	conf, err := parseConf(stdin)
+	if err != nil {
+		return "", false, err
+	}
+	return conf.IPAM.Type, true, nil
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
@@ -67,36 +79,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ip := range result.IPs {
-		ip.Interface = cni.Int(0)
-	}
-	result.Interfaces = []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}}
-	if err := ipam.ConfigureInterface(add.HC, a.IfName, result); err != nil {
+	if err := add.ConfigureChild(result, link, a.IfName, a.Netns, false); err != nil {
 		return nil, err
 	}
 	// IPAM's DNS stays; the config's is ignored, as in the reference.
 	result.CNIVersion = cni.CurrentVersion
 	return result, nil
-}
-
-// cmdDel releases the addresses, then deletes the dummy (contract §9.3).
-// A failing IPAM DEL does not stop the link's removal; a missing link or
-// namespace, or an empty CNI_NETNS, is success.
-func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConf(a.StdinData)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
-		errs = append(errs, err)
-	}
-	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // cmdCheck verifies the dummy described by prevResult (contract §9.3): it
@@ -110,57 +98,29 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if conf.IPAM.Type == "" {
 		return errNoIPAM
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, conf, true, "dummy: Required prevResult missing")
+	ck, err := vethplugin.BeginChildCheck(ctx, a, conf, true, "dummy: Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
-	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	defer ck.Close()
+	l, err := ck.Link("dummy", checkMsgs)
 	if err != nil {
 		return err
 	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
+	if err := ck.MAC(l, checkMsgs); err != nil {
 		return err
-	}
-	defer hc.Close()
-	if cont.Name == "" {
-		return fmt.Errorf("Container interface name missing in prevResult: %v", cont.Name)
-	}
-	l, err := hc.LinkByName(cont.Name)
-	if err != nil {
-		return fmt.Errorf("Container Interface name in prevResult: %s not found", cont.Name)
-	}
-	if cont.Sandbox == "" {
-		return fmt.Errorf("Error: Container interface %s should not be in host namespace", l.Name)
-	}
-	if l.Kind != "dummy" {
-		return fmt.Errorf("Error: Container interface %s not of type dummy", l.Name)
-	}
-	if cont.Mac != "" && cont.Mac != l.MAC.String() {
-		return fmt.Errorf("Interface %s Mac %s doesn't match container Mac: %s", cont.Name, cont.Mac, l.MAC)
 	}
 	if !l.Up {
-		return fmt.Errorf("Interface %s is down", cont.Name)
+		return fmt.Errorf("Interface %s is down", ck.Cont.Name)
 	}
-	return ipam.CheckAddresses(hc, a.IfName, result.IPs)
+	return ipam.CheckAddresses(ck.HC, a.IfName, ck.Result.IPs)
 }
 
-// cmdGC forwards GC to IPAM (unconditionally: dummy cannot work without
-// IPAM); dummy keeps no state of its own.
-func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConf(a.StdinData)
-	if err != nil {
-		return err
-	}
-	return cni.DelegateGC(ctx, conf.IPAM.Type, a)
-}
-
-// cmdStatus forwards STATUS to IPAM unconditionally, as the reference.
-func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConf(a.StdinData)
-	if err != nil {
-		return err
-	}
-	return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
+// checkMsgs are the reference dummy's wording.
+var checkMsgs = vethplugin.LinkMsgs{
+	NoName:   "Container interface name missing in prevResult: %v",
+	NotFound: "Container Interface name in prevResult: %s not found",
+	InHost:   "Error: Container interface %s should not be in host namespace",
+	NotKind:  "Error: Container interface %s not of type dummy",
+	Mac:      "Interface %s Mac %s doesn't match container Mac: %s",
 }

@@ -2,7 +2,6 @@ package dummy
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -31,18 +30,6 @@ func newCtr(t *testing.T) (*netns.NS, *netlinkx.Handle) {
 // members (starting with a comma).
 func conf(version, fields string) string {
 	return fmt.Sprintf(`{"cniVersion":%q,"name":"testnet","type":"dummy"%s}`, version, fields)
-}
-
-func matchMsg(t *testing.T, what, got, want string) {
-	t.Helper()
-	if strings.HasPrefix(want, "^") {
-		if ok, _ := regexp.MatchString(want, got); ok {
-			return
-		}
-	} else if got == want {
-		return
-	}
-	t.Errorf("%s: %q\n want %q", what, got, want)
 }
 
 // TestKernelState: the dummy is made in the container under CNI_IFNAME,
@@ -104,7 +91,7 @@ func TestBadConfig(t *testing.T) {
 		if e.Code != tt.code {
 			t.Errorf("%s: code %d", tt.name, e.Code)
 		}
-		matchMsg(t, tt.name, e.Msg, tt.msg)
+		plugintest.MatchMsg(t, tt.name, e.Msg, tt.msg)
 		plugintest.WantLinks(t, hc, "lo")
 	}
 	e := th.Fail(plugintest.Cmd("ADD", th.NS, "own", conf("1.0.0", plugintest.HostLocal(dir, "10.5.0.0/24"))))
@@ -123,35 +110,12 @@ func TestBadConfig(t *testing.T) {
 func TestFailedAddLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := plugintest.HostLocalStore(t)
-	unreachable := fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.5.0.0/24"}]],"routes":[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]}`, dir)
-	for _, tt := range []struct {
-		name, fields, msg string
-		existing          bool
-	}{
-		{"ipam no addresses", plugintest.Static(""), "IPAM plugin returned missing IP config", false},
-		{"ipam missing", `,"ipam":{"type":"no-such-ipam"}`, `^failed to find plugin "no-such-ipam" in path \[.*\]$`, false},
-		{"unreachable route", unreachable, `^failed to add route '192\.168\.0\.0/16 via 10\.99\.0\.1 dev eth0 .*': network is unreachable$`, false},
-		{"interface name taken", plugintest.HostLocal(dir, "10.5.0.0/24"), "failed to create dummy: file exists", true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			th := newHost(t)
-			ctr, hc := newCtr(t)
-			if tt.existing {
-				plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
-			}
-			e := th.Fail(plugintest.Cmd("ADD", ctr, "f", conf("1.0.0", tt.fields)))
-			matchMsg(t, tt.name, e.Msg, tt.msg)
-			if tt.existing {
-				plugintest.WantLinks(t, hc, "lo", "eth0", "mine0")
-			} else {
-				plugintest.WantLinks(t, hc, "lo")
-			}
-			plugintest.WantLinks(t, th.H, "lo")
-			if got := plugintest.Reservations(t, dir); len(got) != 0 {
-				t.Errorf("reservations %v", got)
-			}
-		})
-	}
+	plugintest.FailedAdds(t, dir, newHost, []string{"lo"}, []plugintest.FailedAdd{
+		{Name: "ipam no addresses", Conf: conf("1.0.0", plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
+		{Name: "ipam missing", Conf: conf("1.0.0", `,"ipam":{"type":"no-such-ipam"}`), Msg: `^failed to find plugin "no-such-ipam" in path \[.*\]$`},
+		{Name: "unreachable route", Conf: conf("1.0.0", plugintest.UnreachableRoute(dir, "10.5.0.0/24")), Msg: plugintest.UnreachableMsg},
+		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.HostLocal(dir, "10.5.0.0/24")), Msg: "failed to create dummy: file exists", Existing: true},
+	}, nil)
 }
 
 // TestDel: idempotent, tolerant of a vanished namespace or interface and
@@ -160,28 +124,7 @@ func TestDel(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)
 	dir := plugintest.HostLocalStore(t)
-	cfg := conf("1.0.0", plugintest.HostLocal(dir, "10.5.0.0/24"))
-	for i, how := range []string{"twice", "netns gone", "interface gone", "empty netns"} {
-		id := fmt.Sprint("d", i)
-		ctr, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
-		out := th.OK(plugintest.Cmd("ADD", ctr, id, cfg))
-		if len(plugintest.Reservations(t, dir)) != 1 {
-			t.Fatalf("%s: reservations %v", how, plugintest.Reservations(t, dir))
-		}
-		c := plugintest.DelAs(t, how, ctr, destroy, plugintest.Cmd("DEL", ctr, id, plugintest.WithPrev(cfg, out)))
-		th.OK(c)
-		if how == "twice" {
-			th.OK(c)
-			h, err := netlinkx.Open(ctr)
-			plugintest.Must(t, err)
-			plugintest.WantLinks(t, h, "lo")
-			h.Close()
-		}
-		if got := plugintest.Reservations(t, dir); len(got) != 0 {
-			t.Errorf("%s: reservations %v", how, got)
-		}
-		destroy()
-	}
+	plugintest.DelEverywhere(t, th, dir, conf("1.0.0", plugintest.HostLocal(dir, "10.5.0.0/24")), "", "lo")
 	th.FailsWith("DEL without ipam", plugintest.Cmd("DEL", nil, "x", conf("1.0.0", "")), "no plugin name provided")
 }
 
@@ -195,25 +138,12 @@ func TestCheck(t *testing.T) {
 	out := th.OK(plugintest.Cmd("ADD", ctr, "chk", cfg))
 	check := plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, out))
 	th.OK(check)
-	edit := func(fn func(m map[string]any)) string { return plugintest.EditJSON(t, out, fn) }
-	cont := func(m map[string]any) map[string]any { return m["interfaces"].([]any)[0].(map[string]any) }
-	th.OK(plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, edit(func(m map[string]any) {
+	th.OK(plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, plugintest.EditJSON(t, out, func(m map[string]any) {
 		m["routes"] = []any{map[string]any{"dst": "10.77.0.0/16"}}
 	}))))
-	cmac := plugintest.MustLink(t, hc, "eth0").MAC.String()
-	for _, tc := range []struct {
-		name, conf, prev, want string
-	}{
-		{"no ipam", conf("1.0.0", ""), out, "dummy interface requires an IPAM configuration"},
-		{"mac", cfg, edit(func(m map[string]any) { cont(m)["mac"] = "02:00:00:00:00:99" }),
-			"Interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: " + cmac},
-		{"sandbox", cfg, edit(func(m map[string]any) { cont(m)["sandbox"] = "/other" }),
-			"Sandbox in prevResult  doesn't match configured netns: " + ctr.Path()},
-		{"address", cfg, edit(func(m map[string]any) { m["ips"].([]any)[0].(map[string]any)["address"] = "10.5.0.99/24" }),
-			"Failed to match addr 10.5.0.99/24 on interface eth0"},
-	} {
-		th.FailsWith(tc.name, plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(tc.conf, tc.prev)), tc.want)
-	}
+	plugintest.CheckDrift(t, th, ctr, hc, cfg, out, "10.5.0.99/24",
+		"Interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: ", "Sandbox in prevResult  doesn't match configured netns: ",
+		[4]string{"no ipam", conf("1.0.0", ""), out, "dummy interface requires an IPAM configuration"})
 	// IPAM is checked first; static itself insists on a prevResult,
 	// host-local does not, so dummy's own message shows.
 	th.FailsWith("no prevResult (static)", plugintest.Cmd("CHECK", ctr, "chk", cfg), "Required prevResult missing")
@@ -225,10 +155,8 @@ func TestCheck(t *testing.T) {
 	}
 	plugintest.Must(t, hc.SetDown("eth0"))
 	th.FailsWith("down", check, "Interface eth0 is down")
-	plugintest.Must(t, hc.DeleteLink("eth0"))
-	th.FailsWith("deleted", check, "Container Interface name in prevResult: eth0 not found")
-	plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "p0"}))
-	th.FailsWith("a veth", check, "Error: Container interface eth0 not of type dummy")
+	plugintest.CheckReplaced(t, th, hc, check,
+		"Container Interface name in prevResult: eth0 not found", "Error: Container interface eth0 not of type dummy")
 }
 
 // TestGCAndStatus: GC and STATUS go to IPAM, unconditionally.
@@ -237,19 +165,7 @@ func TestGCAndStatus(t *testing.T) {
 	th := newHost(t)
 	dir := plugintest.HostLocalStore(t)
 	fields := plugintest.HostLocal(dir, "10.5.0.0/24")
-	keep, _ := newCtr(t)
-	stale, _ := newCtr(t)
-	th.OK(plugintest.Cmd("ADD", keep, "keep", conf("1.1.0", fields)))
-	th.OK(plugintest.Cmd("ADD", stale, "stale", conf("1.1.0", fields)))
-	gc := conf("1.1.0", fields)
-	gc = gc[:len(gc)-1] + `,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]}`
-	th.OK(plugintest.Call{Command: "GC", Stdin: gc})
-	if got := plugintest.Reservations(t, dir); len(got) != 1 {
-		t.Errorf("reservations after GC %v", got)
-	}
-	th.OK(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", fields)})
-	th.FailsWith("STATUS without ipam", plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", "")}, "no plugin name provided")
-	th.FailsWith("GC without ipam", plugintest.Call{Command: "GC", Stdin: conf("1.1.0", "")}, "no plugin name provided")
+	plugintest.GCKeepsValid(t, th, dir, conf("1.1.0", fields), conf("1.1.0", fields), conf("1.1.0", ""), "no plugin name provided")
 }
 
 // TestNoKernelSupport: on a kernel without the dummy driver ADD says so

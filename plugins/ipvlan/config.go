@@ -83,12 +83,9 @@ func modeFromString(s string) (netlinkx.IPVlanMode, error) {
 // the reference.
 func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	if c.Master == "" {
-		l, ok, err := h.DefaultRouteLink()
+		l, err := vethplugin.DefaultMaster(h)
 		if err != nil {
 			return l, err
-		}
-		if !ok {
-			return l, errors.New("no default route interface found")
 		}
 		c.Master = l.Name
 		return l, nil

@@ -10,11 +10,9 @@ package ipvlan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -23,10 +21,23 @@ import (
 var Plugin = &cni.Plugin{
 	Name:   "ipvlan",
 	Add:    cmdAdd,
-	Del:    cmdDel,
+	Del:    vethplugin.ChildDel(ipamOf),
 	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	GC:     vethplugin.ChildGC(ipamOf),
+	Status: vethplugin.ChildStatus(ipamOf),
+}
+
+// ipamOf decodes the config for DEL (contract §5.3), GC and STATUS: IPAM
+// is called only when configured. The config is only decoded: unlike the
+// reference, DEL does not look for the master, so it works when the
+// master, the default route or the container's namespace is gone. ipvlan
+// keeps no state of its own.
+func ipamOf(stdin []byte) (string, bool, error) {
+	conf, err := decode(stdin)
+	if err != nil {
+		return "", false, err
+	}
+	return conf.IPAM.Type, conf.IPAM.Type != "", nil
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
@@ -39,22 +50,14 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer add.End(&err) // a failed ADD is rolled back
-	lh, done, err := vethplugin.LowerHandle(add.HC, conf.LinkInContainer)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	master, err := conf.master(lh)
-	if err != nil {
-		return nil, err
-	}
 
-	link, err := add.CreateRenamed(add.HC, "ipvlan", a.IfName, func(tmp string) error {
-		return lh.AddIPVlan(netlinkx.IPVlanSpec{
-			ChildSpec: netlinkx.ChildSpec{Name: tmp, Parent: master.Index, NS: add.CtrNS, MTU: max(conf.MTU, 0)},
-			Mode:      conf.mode,
+	link, err := add.CreateOnLower(conf.LinkInContainer, "ipvlan", a.IfName, conf.master,
+		func(lh *netlinkx.Handle, master netlinkx.Link, tmp string) error {
+			return lh.AddIPVlan(netlinkx.IPVlanSpec{
+				ChildSpec: netlinkx.ChildSpec{Name: tmp, Parent: master.Index, NS: add.CtrNS, MTU: max(conf.MTU, 0)},
+				Mode:      conf.mode,
+			})
 		})
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +70,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	} else if result, err = add.DelegateAdd(ctx, conf.IPAM.Type); err != nil {
 		return nil, err
 	}
-	for _, ip := range result.IPs {
-		ip.Interface = cni.Int(0)
-	}
-	// A chain's earlier interfaces are dropped, as in the reference.
-	result.Interfaces = []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}}
-	_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
-	_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv6/conf/"+a.IfName+"/ndisc_notify", "1")
-	if err := ipam.ConfigureInterface(add.HC, a.IfName, result); err != nil {
+	if err := add.ConfigureChild(result, link, a.IfName, a.Netns, true); err != nil {
 		return nil, err
 	}
 	// The config's DNS, even when empty: IPAM's (or the chain's) is
@@ -82,29 +78,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	result.DNS = conf.DNS.DNS()
 	result.CNIVersion = cni.CurrentVersion
 	return result, nil
-}
-
-// cmdDel releases the addresses (when IPAM is configured), then deletes
-// the ipvlan (contract §5.3). The config is only decoded: unlike the
-// reference, DEL does not look for the master, so it works when the
-// master, the default route or the container's namespace is gone.
-func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	if conf.IPAM.Type != "" {
-		if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // cmdCheck verifies the ipvlan described by prevResult (contract §5.4):
@@ -119,22 +92,13 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.IPAM.Type != "", "Required prevResult missing")
+	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.IPAM.Type != "", "Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
-	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
-	if err != nil {
-		return err
-	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
+	defer ck.Close()
 	if conf.Master != "" {
-		lh, done, err := vethplugin.LowerHandle(hc, conf.LinkInContainer)
+		lh, done, err := vethplugin.LowerHandle(ck.HC, conf.LinkInContainer)
 		if err != nil {
 			return err
 		}
@@ -145,50 +109,28 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		}
 	}
 
-	if cont.Name == "" {
-		return fmt.Errorf("Container interface name missing in prevResult: %v", cont.Name)
-	}
-	l, err := hc.LinkByName(cont.Name)
+	l, err := ck.Link("ipvlan", checkMsgs)
 	if err != nil {
-		return fmt.Errorf("Container Interface name in prevResult: %s not found", cont.Name)
+		return err
 	}
-	if cont.Sandbox == "" {
-		return fmt.Errorf("Error: Container interface %s should not be in host namespace", l.Name)
-	}
-	if l.Kind != "ipvlan" {
-		return fmt.Errorf("Error: Container interface %s not of type ipvlan", l.Name)
-	}
-	mode, err := hc.IPVlanMode(l.Name)
+	mode, err := ck.HC.IPVlanMode(l.Name)
 	if err != nil {
 		return err
 	}
 	if mode != conf.mode {
 		return fmt.Errorf("Container IPVlan mode %s does not match expected value: %s", mode, conf.mode)
 	}
-	if cont.Mac != "" && cont.Mac != l.MAC.String() {
-		return fmt.Errorf("Interface %s Mac %s doesn't match container Mac: %s", cont.Name, cont.Mac, l.MAC)
-	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := ck.MAC(l, checkMsgs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return ck.AddrsAndRoutes(a.IfName)
 }
 
-// cmdGC forwards GC to IPAM, when there is one; ipvlan keeps no state of
-// its own.
-func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil || conf.IPAM.Type == "" {
-		return err
-	}
-	return cni.DelegateGC(ctx, conf.IPAM.Type, a)
-}
-
-// cmdStatus forwards STATUS to IPAM, when there is one.
-func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil || conf.IPAM.Type == "" {
-		return err
-	}
-	return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
+// checkMsgs are the reference ipvlan's wording.
+var checkMsgs = vethplugin.LinkMsgs{
+	NoName:   "Container interface name missing in prevResult: %v",
+	NotFound: "Container Interface name in prevResult: %s not found",
+	InHost:   "Error: Container interface %s should not be in host namespace",
+	NotKind:  "Error: Container interface %s not of type ipvlan",
+	Mac:      "Interface %s Mac %s doesn't match container Mac: %s",
 }

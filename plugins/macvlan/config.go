@@ -2,7 +2,6 @@ package macvlan
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 
@@ -99,12 +98,9 @@ func modeFromString(s string) (netlinkx.MacvlanMode, error) {
 func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	var l netlinkx.Link
 	if c.Master == "" {
-		dl, ok, err := h.DefaultRouteLink()
+		dl, err := vethplugin.DefaultMaster(h)
 		if err != nil {
 			return l, err
-		}
-		if !ok {
-			return l, errors.New("no default route interface found")
 		}
 		c.Master, l = dl.Name, dl
 	} else {

@@ -3,7 +3,6 @@ package macvlan
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -337,37 +336,12 @@ func TestOwnNetns(t *testing.T) {
 func TestFailedAddLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := plugintest.HostLocalStore(t)
-	unreachable := fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.9.0.0/24"}]],"routes":[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]}`, dir)
-	for _, tt := range []struct {
-		name, fields, msg string
-		existing          bool // the container has an eth0 of its own
-	}{
-		{"ipam no addresses", plugintest.Static(""), "IPAM plugin returned missing IP config", false},
-		{"ipam missing", `,"ipam":{"type":"no-such-ipam"}`, `^failed to find plugin "no-such-ipam" in path \[.*\]$`, false},
-		{"unreachable route", unreachable, `^failed to add route '192\.168\.0\.0/16 via 10\.99\.0\.1 dev eth0 .*': network is unreachable$`, false},
-		{"interface name taken", plugintest.Static("", "10.9.0.11/24"), `failed to rename macvlan to "eth0": file exists`, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newLAN(t)
-			ctr, hc := newCtr(t)
-			if tt.existing {
-				plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
-			}
-			e := l.Fail(plugintest.Cmd("ADD", ctr, "f", conf("1.0.0", tt.fields)))
-			if ok, _ := regexp.MatchString(tt.msg, e.Msg); e.Msg != tt.msg && (!strings.HasPrefix(tt.msg, "^") || !ok) {
-				t.Errorf("error %q\n want %q", e.Msg, tt.msg)
-			}
-			if tt.existing {
-				plugintest.WantLinks(t, hc, "lo", "eth0", "mine0")
-			} else {
-				plugintest.WantLinks(t, hc, "lo")
-			}
-			plugintest.WantLinks(t, l.H, "lo", "up0")
-			if got := plugintest.Reservations(t, dir); len(got) != 0 {
-				t.Errorf("reservations %v", got)
-			}
-		})
-	}
+	plugintest.FailedAdds(t, dir, func(t *testing.T) *plugintest.Host { return newLAN(t).Host }, []string{"lo", "up0"}, []plugintest.FailedAdd{
+		{Name: "ipam no addresses", Conf: conf("1.0.0", plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
+		{Name: "ipam missing", Conf: conf("1.0.0", `,"ipam":{"type":"no-such-ipam"}`), Msg: `^failed to find plugin "no-such-ipam" in path \[.*\]$`},
+		{Name: "unreachable route", Conf: conf("1.0.0", plugintest.UnreachableRoute(dir, "10.9.0.0/24")), Msg: plugintest.UnreachableMsg},
+		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.Static("", "10.9.0.11/24")), Msg: `failed to rename macvlan to "eth0": file exists`, Existing: true},
+	}, nil)
 }
 
 // TestDel: idempotent, tolerant of a vanished namespace or interface and
@@ -377,30 +351,8 @@ func TestDel(t *testing.T) {
 	t.Parallel()
 	l := newLAN(t)
 	dir := plugintest.HostLocalStore(t)
-	cfg := conf("1.0.0", plugintest.HostLocal(dir, "10.9.0.0/24"))
-	for i, how := range []string{"twice", "netns gone", "interface gone", "empty netns"} {
-		id := fmt.Sprint("d", i)
-		ctr, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
-		out := l.OK(plugintest.Cmd("ADD", ctr, id, cfg))
-		if len(plugintest.Reservations(t, dir)) != 1 {
-			t.Fatalf("%s: reservations %v", how, plugintest.Reservations(t, dir))
-		}
-		c := plugintest.DelAs(t, how, ctr, destroy, plugintest.Cmd("DEL", ctr, id, plugintest.WithPrev(cfg, out)))
-		l.OK(c)
-		if how == "twice" {
-			l.OK(c)
-			l.OK(plugintest.Cmd("DEL", ctr, id, conf("1.0.0", `,"mode":"nope"`+plugintest.HostLocal(dir, "10.9.0.0/24"))))
-			h, err := netlinkx.Open(ctr)
-			plugintest.Must(t, err)
-			plugintest.WantLinks(t, h, "lo")
-			h.Close()
-		}
-		if got := plugintest.Reservations(t, dir); len(got) != 0 {
-			t.Errorf("%s: reservations %v", how, got)
-		}
-		destroy()
-	}
-	plugintest.WantLinks(t, l.H, "lo", "up0")
+	plugintest.DelEverywhere(t, l.Host, dir, conf("1.0.0", plugintest.HostLocal(dir, "10.9.0.0/24")),
+		conf("1.0.0", `,"mode":"nope"`+plugintest.HostLocal(dir, "10.9.0.0/24")), "lo", "up0")
 	// Layer 2 only: nothing to release.
 	ctr, hc := newCtr(t)
 	l.Add(ctr, "l2", conf("1.0.0", ""))
@@ -419,36 +371,21 @@ func TestCheck(t *testing.T) {
 	check := plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, out))
 	l.OK(check)
 
-	edit := func(fn func(m map[string]any)) string { return plugintest.EditJSON(t, out, fn) }
-	cont := func(m map[string]any) map[string]any { return m["interfaces"].([]any)[0].(map[string]any) }
-	cmac := plugintest.MustLink(t, hc, "eth0").MAC.String()
-	for _, tc := range []struct {
-		name, conf, prev, want string
-	}{
-		{"mode", conf("1.0.0", `,"mode":"private"`+plugintest.Static(`[{"dst":"0.0.0.0/0"}]`, "10.9.0.11/24 10.9.0.1")), out,
+	plugintest.CheckDrift(t, l.Host, ctr, hc, cfg, out, "10.9.0.99/24",
+		"interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: ", "sandbox in prevResult  doesn't match configured netns: ",
+		[4]string{"mode", conf("1.0.0", `,"mode":"private"`+plugintest.Static(`[{"dst":"0.0.0.0/0"}]`, "10.9.0.11/24 10.9.0.1")), out,
 			"container macvlan mode bridge does not match expected value: private"},
-		{"mac", cfg, edit(func(m map[string]any) { cont(m)["mac"] = "02:00:00:00:00:99" }),
-			"interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: " + cmac},
-		{"sandbox", cfg, edit(func(m map[string]any) { cont(m)["sandbox"] = "/other" }),
-			"sandbox in prevResult  doesn't match configured netns: " + ctr.Path()},
-		{"address", cfg, edit(func(m map[string]any) { m["ips"].([]any)[0].(map[string]any)["address"] = "10.9.0.99/24" }),
-			"Failed to match addr 10.9.0.99/24 on interface eth0"},
-		{"route", cfg, edit(func(m map[string]any) { m["routes"] = []any{map[string]any{"dst": "10.77.0.0/16"}} }),
+		[4]string{"route", cfg, plugintest.EditJSON(t, out, func(m map[string]any) { m["routes"] = []any{map[string]any{"dst": "10.77.0.0/16"}} }),
 			"Expected Route {Dst:{IP:10.77.0.0 Mask:ffff0000} GW:<nil> MTU:0 AdvMSS:0 Priority:0 Table:<nil> Scope:<nil>} not found in routing table"},
-		{"master", strings.Replace(cfg, `"up0"`, `"gone0"`, 1), out, "Link not found"},
-	} {
-		l.FailsWith(tc.name, plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(tc.conf, tc.prev)), tc.want)
-	}
+		[4]string{"master", strings.Replace(cfg, `"up0"`, `"gone0"`, 1), out, "Link not found"})
 	// Static IPAM insists on a prevResult itself; without IPAM the
 	// plugin's own message shows.
 	l.FailsWith("no prevResult", plugintest.Cmd("CHECK", ctr, "chk", cfg), "Required prevResult missing")
 	l.FailsWith("no prevResult (L2)", plugintest.Cmd("CHECK", ctr, "chk", conf("1.0.0", "")), "required prevResult missing")
 
 	// Not a macvlan any more.
-	plugintest.Must(t, hc.DeleteLink("eth0"))
-	l.FailsWith("eth0 deleted", check, "container Interface name in prevResult: eth0 not found")
-	plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "p0"}))
-	l.FailsWith("eth0 a veth", check, "error: Container interface eth0 not of type macvlan")
+	plugintest.CheckReplaced(t, l.Host, hc, check,
+		"container Interface name in prevResult: eth0 not found", "error: Container interface eth0 not of type macvlan")
 }
 
 // TestGCAndStatus: GC and STATUS go to IPAM when there is one; without,
@@ -458,19 +395,7 @@ func TestGCAndStatus(t *testing.T) {
 	l := newLAN(t)
 	dir := plugintest.HostLocalStore(t)
 	fields := plugintest.HostLocal(dir, "10.9.0.0/24")
-	keep, _ := newCtr(t)
-	stale, _ := newCtr(t)
-	l.OK(plugintest.Cmd("ADD", keep, "keep", conf("1.1.0", fields)))
-	l.OK(plugintest.Cmd("ADD", stale, "stale", conf("1.1.0", fields)))
-	gc := conf("1.1.0", fields)
-	gc = gc[:len(gc)-1] + `,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]}`
-	l.OK(plugintest.Call{Command: "GC", Stdin: gc})
-	if got := plugintest.Reservations(t, dir); len(got) != 1 {
-		t.Errorf("reservations after GC %v", got)
-	}
-	l.OK(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", fields)})
-	l.OK(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", "")})
-	l.OK(plugintest.Call{Command: "GC", Stdin: conf("1.1.0", "")})
+	plugintest.GCKeepsValid(t, l.Host, dir, conf("1.1.0", fields), conf("1.1.0", fields), conf("1.1.0", ""), "")
 	l.FailsWith("STATUS, IPAM missing", plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", `,"ipam":{"type":"no-such-ipam"}`)},
 		fmt.Sprintf(`failed to find plugin "no-such-ipam" in path [%s]`, plugintest.BinDir(t)))
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -22,10 +21,23 @@ import (
 var Plugin = &cni.Plugin{
 	Name:   "vlan",
 	Add:    cmdAdd,
-	Del:    cmdDel,
+	Del:    vethplugin.ChildDel(ipamOf),
 	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	GC:     vethplugin.ChildGC(ipamOf),
+	Status: vethplugin.ChildStatus(ipamOf),
+}
+
+// ipamOf decodes the config for DEL (contract §6.3), GC and STATUS, which
+// call IPAM unconditionally, as the reference (vlan cannot work without
+// IPAM). The config is only decoded: unlike the reference, DEL works when
+// the master is gone (or its MTU changed), since neither is needed to
+// clean up. vlan keeps no state of its own.
+func ipamOf(stdin []byte) (string, bool, error) {
+	conf, err := decode(stdin)
+	if err != nil {
+		return "", false, err
+	}
+	return conf.IPAM.Type, true, nil
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
@@ -38,22 +50,14 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer add.End(&err) // a failed ADD is rolled back
-	lh, done, err := vethplugin.LowerHandle(add.HC, conf.LinkInContainer)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	master, err := conf.master(lh)
-	if err != nil {
-		return nil, err
-	}
 
-	link, err := add.CreateRenamed(add.HC, "vlan", a.IfName, func(tmp string) error {
-		return lh.AddVlan(netlinkx.VlanSpec{
-			ChildSpec: netlinkx.ChildSpec{Name: tmp, Parent: master.Index, NS: add.CtrNS, MTU: conf.MTU},
-			ID:        conf.VlanID,
+	link, err := add.CreateOnLower(conf.LinkInContainer, "vlan", a.IfName, conf.master,
+		func(lh *netlinkx.Handle, master netlinkx.Link, tmp string) error {
+			return lh.AddVlan(netlinkx.VlanSpec{
+				ChildSpec: netlinkx.ChildSpec{Name: tmp, Parent: master.Index, NS: add.CtrNS, MTU: conf.MTU},
+				ID:        conf.VlanID,
+			})
 		})
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +78,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if len(result.IPs) == 0 {
 		return nil, errors.New("IPAM plugin returned missing IP config")
 	}
-	for _, ip := range result.IPs {
-		ip.Interface = cni.Int(0)
-	}
-	result.Interfaces = []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}}
-	if err := ipam.ConfigureInterface(add.HC, a.IfName, result); err != nil {
+	if err := add.ConfigureChild(result, link, a.IfName, a.Netns, false); err != nil {
 		return nil, err
 	}
 	// The config's DNS, even when empty: IPAM's is dropped, as in the
@@ -86,27 +86,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	result.DNS = conf.DNS.DNS()
 	result.CNIVersion = cni.CurrentVersion
 	return result, nil
-}
-
-// cmdDel releases the addresses, then deletes the VLAN link (contract
-// §6.3). The config is only decoded: unlike the reference, DEL works when
-// the master is gone (or its MTU changed), since neither is needed to
-// clean up. A failing IPAM DEL does not stop the link's removal.
-func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
-		errs = append(errs, err)
-	}
-	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // cmdCheck verifies the VLAN link described by prevResult (contract
@@ -118,21 +97,12 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "vlan: Required prevResult missing")
+	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, true, "vlan: Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
-	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
-	if err != nil {
-		return err
-	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
-	lh, done, err := vethplugin.LowerHandle(hc, conf.LinkInContainer)
+	defer ck.Close()
+	lh, done, err := vethplugin.LowerHandle(ck.HC, conf.LinkInContainer)
 	if err != nil {
 		return err
 	}
@@ -142,53 +112,32 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return fmt.Errorf("failed to lookup master %q: %w", conf.Master, vethplugin.Unwrap(err))
 	}
 
-	if cont.Name == "" {
-		return fmt.Errorf("Container interface name missing in prevResult: %v", cont.Name)
-	}
-	l, err := hc.LinkByName(cont.Name)
+	l, err := ck.Link("vlan", checkMsgs)
 	if err != nil {
-		return fmt.Errorf("vlan: Container Interface name in prevResult: %s not found", cont.Name)
+		return err
 	}
-	if cont.Sandbox == "" {
-		return fmt.Errorf("vlan: Error: Container interface %s should not be in host namespace", l.Name)
+	if err := ck.MAC(l, checkMsgs); err != nil {
+		return err
 	}
-	if l.Kind != "vlan" {
-		return fmt.Errorf("Error: Container interface %s not of type vlan", l.Name)
-	}
-	if cont.Mac != "" && cont.Mac != l.MAC.String() {
-		return fmt.Errorf("vlan: Interface %s Mac %s doesn't match container Mac: %s", cont.Name, cont.Mac, l.MAC)
-	}
-	id, err := hc.VlanID(l.Name)
+	id, err := ck.HC.VlanID(l.Name)
 	if err != nil {
 		return err
 	}
 	if id != conf.VlanID {
-		return fmt.Errorf("Error: Tuning link %s configured promisc is %v, current value is %d", cont.Name, conf.VlanID, id)
+		return fmt.Errorf("Error: Tuning link %s configured promisc is %v, current value is %d", ck.Cont.Name, conf.VlanID, id)
 	}
 	if conf.MTU != 0 && conf.MTU != l.MTU {
-		return fmt.Errorf("Error: Tuning configured MTU of %s is %d, current value is %d", cont.Name, conf.MTU, l.MTU)
+		return fmt.Errorf("Error: Tuning configured MTU of %s is %d, current value is %d", ck.Cont.Name, conf.MTU, l.MTU)
 	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
-		return err
-	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return ck.AddrsAndRoutes(a.IfName)
 }
 
-// cmdGC forwards GC to IPAM (unconditionally: vlan cannot work without
-// IPAM); vlan keeps no state of its own.
-func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil {
-		return err
-	}
-	return cni.DelegateGC(ctx, conf.IPAM.Type, a)
-}
-
-// cmdStatus forwards STATUS to IPAM unconditionally, as the reference.
-func cmdStatus(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := decode(a.StdinData)
-	if err != nil {
-		return err
-	}
-	return cni.DelegateStatus(ctx, conf.IPAM.Type, a)
+// checkMsgs are the reference vlan's wording, "vlan: " prefixes where it
+// has them.
+var checkMsgs = vethplugin.LinkMsgs{
+	NoName:   "Container interface name missing in prevResult: %v",
+	NotFound: "vlan: Container Interface name in prevResult: %s not found",
+	InHost:   "vlan: Error: Container interface %s should not be in host namespace",
+	NotKind:  "Error: Container interface %s not of type vlan",
+	Mac:      "vlan: Interface %s Mac %s doesn't match container Mac: %s",
 }

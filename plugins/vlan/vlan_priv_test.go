@@ -3,7 +3,6 @@ package vlan
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -61,18 +60,6 @@ func newCtr(t *testing.T) (*netns.NS, *netlinkx.Handle) {
 // more JSON members (starting with a comma).
 func conf(version string, id int, fields string) string {
 	return fmt.Sprintf(`{"cniVersion":%q,"name":"testnet","type":"vlan","master":"up0","vlanId":%d%s}`, version, id, fields)
-}
-
-func matchMsg(t *testing.T, what, got, want string) {
-	t.Helper()
-	if strings.HasPrefix(want, "^") {
-		if ok, _ := regexp.MatchString(want, got); ok {
-			return
-		}
-	} else if got == want {
-		return
-	}
-	t.Errorf("%s: %q\n want %q", what, got, want)
 }
 
 // TestTraffic: a container on VLAN 100 reaches the VLAN 100 station (IPv4
@@ -199,7 +186,7 @@ func TestBadConfig(t *testing.T) {
 		if e.Code != 999 {
 			t.Errorf("%s: code %d", tt.name, e.Code)
 		}
-		matchMsg(t, tt.name, e.Msg, tt.msg)
+		plugintest.MatchMsg(t, tt.name, e.Msg, tt.msg)
 		plugintest.WantLinks(t, hc, "lo")
 	}
 	plugintest.WantLinks(t, tr.H, "lo", "up0")
@@ -219,37 +206,16 @@ func TestBadConfig(t *testing.T) {
 func TestFailedAddLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := plugintest.HostLocalStore(t)
-	unreachable := fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.50.0.0/24"}]],"routes":[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]}`, dir)
-	for _, tt := range []struct {
-		name, fields, msg string
-		existing          bool
-	}{
-		{"ipam no addresses", plugintest.Static(""), "IPAM plugin returned missing IP config", false},
-		{"unreachable route", unreachable, `^failed to add route '192\.168\.0\.0/16 via 10\.99\.0\.1 dev eth0 .*': network is unreachable$`, false},
-		{"interface name taken", plugintest.Static("", "10.50.0.2/24"), `failed to rename vlan to "eth0": file exists`, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tr := newTrunk(t)
-			ctr, hc := newCtr(t)
-			if tt.existing {
-				plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
-			}
-			e := tr.Fail(plugintest.Cmd("ADD", ctr, "f", conf("1.0.0", 100, tt.fields)))
-			matchMsg(t, tt.name, e.Msg, tt.msg)
-			if tt.existing {
-				plugintest.WantLinks(t, hc, "lo", "eth0", "mine0")
-			} else {
-				plugintest.WantLinks(t, hc, "lo")
-			}
-			plugintest.WantLinks(t, tr.H, "lo", "up0")
-			if got := plugintest.Reservations(t, dir); len(got) != 0 {
-				t.Errorf("reservations %v", got)
-			}
-			// The VLAN id is free again on the master.
-			c2, _ := newCtr(t)
-			tr.Add(c2, "again", conf("1.0.0", 100, plugintest.Static("", "10.50.0.3/24")))
-		})
-	}
+	world := func(t *testing.T) *plugintest.Host { return newTrunk(t).Host }
+	plugintest.FailedAdds(t, dir, world, []string{"lo", "up0"}, []plugintest.FailedAdd{
+		{Name: "ipam no addresses", Conf: conf("1.0.0", 100, plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
+		{Name: "unreachable route", Conf: conf("1.0.0", 100, plugintest.UnreachableRoute(dir, "10.50.0.0/24")), Msg: plugintest.UnreachableMsg},
+		{Name: "interface name taken", Conf: conf("1.0.0", 100, plugintest.Static("", "10.50.0.2/24")), Msg: `failed to rename vlan to "eth0": file exists`, Existing: true},
+	}, func(t *testing.T, h *plugintest.Host) {
+		// The VLAN id is free again on the master.
+		c2, _ := newCtr(t)
+		h.Add(c2, "again", conf("1.0.0", 100, plugintest.Static("", "10.50.0.3/24")))
+	})
 }
 
 // TestDel: idempotent, tolerant of a vanished namespace or interface and
@@ -260,30 +226,7 @@ func TestDel(t *testing.T) {
 	tr := newTrunk(t)
 	dir := plugintest.HostLocalStore(t)
 	cfg := conf("1.0.0", 100, plugintest.HostLocal(dir, "10.50.0.0/24"))
-	for i, how := range []string{"twice", "netns gone", "interface gone", "empty netns"} {
-		id := fmt.Sprint("d", i)
-		ctr, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
-		out := tr.OK(plugintest.Cmd("ADD", ctr, id, cfg))
-		if len(plugintest.Reservations(t, dir)) != 1 {
-			t.Fatalf("%s: reservations %v", how, plugintest.Reservations(t, dir))
-		}
-		c := plugintest.DelAs(t, how, ctr, destroy, plugintest.Cmd("DEL", ctr, id, plugintest.WithPrev(cfg, out)))
-		tr.OK(c)
-		if how == "twice" {
-			tr.OK(c)
-		}
-		if got := plugintest.Reservations(t, dir); len(got) != 0 {
-			t.Errorf("%s: reservations %v", how, got)
-		}
-		if how != "empty netns" && how != "netns gone" {
-			h, err := netlinkx.Open(ctr)
-			plugintest.Must(t, err)
-			plugintest.WantLinks(t, h, "lo")
-			h.Close()
-		}
-		destroy()
-	}
-	plugintest.WantLinks(t, tr.H, "lo", "up0")
+	plugintest.DelEverywhere(t, tr.Host, dir, cfg, "", "lo", "up0")
 
 	// The master is gone (and the VLAN link with it): DEL still releases.
 	ctr, _ := newCtr(t)
@@ -308,24 +251,11 @@ func TestCheck(t *testing.T) {
 	check := plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(cfg, out))
 	tr.OK(check)
 
-	edit := func(fn func(m map[string]any)) string { return plugintest.EditJSON(t, out, fn) }
-	cont := func(m map[string]any) map[string]any { return m["interfaces"].([]any)[0].(map[string]any) }
-	cmac := plugintest.MustLink(t, hc, "eth0").MAC.String()
-	for _, tc := range []struct {
-		name, conf, prev, want string
-	}{
-		{"id", conf("1.0.0", 101, fields), out, "Error: Tuning link eth0 configured promisc is 101, current value is 100"},
-		{"mtu", conf("1.0.0", 100, `,"mtu":1300`+fields), out, "Error: Tuning configured MTU of eth0 is 1300, current value is 1500"},
-		{"mac", cfg, edit(func(m map[string]any) { cont(m)["mac"] = "02:00:00:00:00:99" }),
-			"vlan: Interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: " + cmac},
-		{"sandbox", cfg, edit(func(m map[string]any) { cont(m)["sandbox"] = "/other" }),
-			"Sandbox in prevResult  doesn't match configured netns: " + ctr.Path()},
-		{"address", cfg, edit(func(m map[string]any) { m["ips"].([]any)[0].(map[string]any)["address"] = "10.50.0.99/24" }),
-			"Failed to match addr 10.50.0.99/24 on interface eth0"},
-		{"master", strings.Replace(cfg, `"up0"`, `"gone0"`, 1), out, `failed to lookup master "gone0": Link not found`},
-	} {
-		tr.FailsWith(tc.name, plugintest.Cmd("CHECK", ctr, "chk", plugintest.WithPrev(tc.conf, tc.prev)), tc.want)
-	}
+	plugintest.CheckDrift(t, tr.Host, ctr, hc, cfg, out, "10.50.0.99/24",
+		"vlan: Interface eth0 Mac 02:00:00:00:00:99 doesn't match container Mac: ", "Sandbox in prevResult  doesn't match configured netns: ",
+		[4]string{"id", conf("1.0.0", 101, fields), out, "Error: Tuning link eth0 configured promisc is 101, current value is 100"},
+		[4]string{"mtu", conf("1.0.0", 100, `,"mtu":1300`+fields), out, "Error: Tuning configured MTU of eth0 is 1300, current value is 1500"},
+		[4]string{"master", strings.Replace(cfg, `"up0"`, `"gone0"`, 1), out, `failed to lookup master "gone0": Link not found`})
 	// IPAM is checked first; static itself insists on a prevResult,
 	// host-local does not, so vlan's own message shows.
 	tr.FailsWith("no prevResult (static)", plugintest.Cmd("CHECK", ctr, "chk", cfg), "Required prevResult missing")
@@ -335,10 +265,8 @@ func TestCheck(t *testing.T) {
 		tr.OK(plugintest.Cmd("ADD", hlCtr, "hl", hl))
 		tr.FailsWith("no prevResult", plugintest.Cmd("CHECK", hlCtr, "hl", hl), "vlan: Required prevResult missing")
 	}
-	plugintest.Must(t, hc.DeleteLink("eth0"))
-	tr.FailsWith("eth0 deleted", check, "vlan: Container Interface name in prevResult: eth0 not found")
-	plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "p0"}))
-	tr.FailsWith("eth0 a veth", check, "Error: Container interface eth0 not of type vlan")
+	plugintest.CheckReplaced(t, tr.Host, hc, check,
+		"vlan: Container Interface name in prevResult: eth0 not found", "Error: Container interface eth0 not of type vlan")
 }
 
 // TestGCAndStatus: GC and STATUS go to IPAM, unconditionally.
@@ -347,19 +275,7 @@ func TestGCAndStatus(t *testing.T) {
 	tr := newTrunk(t)
 	dir := plugintest.HostLocalStore(t)
 	fields := plugintest.HostLocal(dir, "10.50.0.0/24")
-	keep, _ := newCtr(t)
-	stale, _ := newCtr(t)
-	tr.OK(plugintest.Cmd("ADD", keep, "keep", conf("1.1.0", 100, fields)))
-	tr.OK(plugintest.Cmd("ADD", stale, "stale", conf("1.1.0", 200, fields)))
-	gc := conf("1.1.0", 100, fields)
-	gc = gc[:len(gc)-1] + `,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"eth0"}]}`
-	tr.OK(plugintest.Call{Command: "GC", Stdin: gc})
-	if got := plugintest.Reservations(t, dir); len(got) != 1 {
-		t.Errorf("reservations after GC %v", got)
-	}
-	tr.OK(plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", 100, fields)})
-	tr.FailsWith("STATUS without ipam", plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", 100, "")}, "no plugin name provided")
-	tr.FailsWith("GC without ipam", plugintest.Call{Command: "GC", Stdin: conf("1.1.0", 100, "")}, "no plugin name provided")
+	plugintest.GCKeepsValid(t, tr.Host, dir, conf("1.1.0", 100, fields), conf("1.1.0", 200, fields), conf("1.1.0", 100, ""), "no plugin name provided")
 }
 
 // TestNoKernelSupport: on a kernel without 802.1Q ADD says so and leaves
