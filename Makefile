@@ -7,6 +7,8 @@
 #   make lint      gofmt and go vet
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
+#   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
+#                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m
 
 GO       ?= go
 PREFIX   ?= /opt/cni/bin
@@ -65,3 +67,9 @@ bench:
 # nothing left behind (needs root).
 demo: build
 	$(GO) run ./demo -bin bin
+
+# The privileged suite inside a VM (qemu, Debian's linux-image-amd64 kernel,
+# busybox-static); every VMTEST_* variable of vmtest/README.md applies.
+.PHONY: vmtest
+vmtest:
+	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)

@@ -2,6 +2,7 @@ package netlinkx
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"time"
@@ -207,7 +208,8 @@ func (h *Handle) WaitDADSettled(linkName string, timeout time.Duration) error {
 				return err
 			}
 			if l.OperState == OperUp {
-				return fmt.Errorf("link %s still has tentative addresses after %d seconds", linkName, timeout)
+				// The reference's text, which counts whole seconds.
+				return fmt.Errorf("link %s still has tentative addresses after %d seconds", linkName, int(math.Ceil(timeout.Seconds())))
 			}
 			return nil
 		}

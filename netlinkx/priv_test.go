@@ -391,11 +391,13 @@ func TestWaitDADSettled(t *testing.T) {
 		ns, h := newNS(t)
 		pns, hp := newNS(t)
 		upPair(t, h, pns, hp)
+		// Without carrier a timeout is fine (see above): wait for it.
+		privtest.WaitOperUp(t, h, "eth0")
 		// 100 probes, one a second: DAD cannot finish within the test.
 		must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/eth0/dad_transmits", "100"))
 		must(t, h.AddAddr("eth0", netip.MustParsePrefix("2001:db8::2/64"), netlinkx.AddrOpts{}))
 		err := h.WaitDADSettled("eth0", 300*time.Millisecond)
-		if err == nil || err.Error() != "link eth0 still has tentative addresses after 300000000 seconds" {
+		if err == nil || err.Error() != "link eth0 still has tentative addresses after 1 seconds" {
 			t.Errorf("error = %v", err)
 		}
 	})

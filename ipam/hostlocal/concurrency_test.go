@@ -211,6 +211,11 @@ func TestCrashSafety(t *testing.T) {
 	d := netDir(dataDir)
 	for i := range 2 {
 		b, err := os.ReadFile(fmt.Sprintf("%s/last_reserved_ip.%d", d, i))
+		if os.IsNotExist(err) {
+			// No kill came late enough for this range (a slow machine,
+			// e.g. the emulated vmtest guest): nothing to be partial.
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,483 @@
+// Package vmtest runs the privileged tests inside a throwaway VM: qemu
+// boots Debian's stock kernel (package linux-image-amd64) with an
+// initramfs built on the fly from busybox, the compiled test binaries,
+// the nftcni binary with its plugin links and the kernel modules the
+// tests need. The guest has no ip, iptables, nft or tc, which also proves
+// nothing needs them.
+//
+// It exists because the host's kernel may lack what a plugin needs (the
+// development machine has no 802.1Q, ipvlan, vrf or dummy): such tests
+// skip on the host and run here, where NFTCNI_REQUIRE_PRIV=1 and
+// NFTCNI_REQUIRE_KIND_ALL=1 turn every "kernel cannot" skip into a
+// failure.
+//
+// `make vmtest` (see cmd/vmtest) runs the whole privileged suite;
+// [Require] runs one test in the VM from an ordinary `go test`. See
+// README.md for the knobs.
+package vmtest
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config says what to run and how. The zero value plus ConfigFromEnv's
+// defaults runs the whole privileged suite.
+type Config struct {
+	// Dir is where package patterns are resolved (default: the current
+	// directory).
+	Dir string
+	// Packages are go package patterns. Empty means "./..." narrowed to
+	// the packages whose tests depend on internal/privtest.
+	Packages []string
+	// Run is the -test.run regexp (empty: every test).
+	Run string
+	// Args are more flags for every test binary (e.g. -test.short).
+	Args []string
+
+	// Kernel is an x86-64 bzImage; Modules its /lib/modules/<version>.
+	// Empty: the newest installed kernel with modules (linux-image-amd64),
+	// modules found from the version in the image.
+	Kernel, Modules string
+	// ExtraModules are loaded in addition to [Modules].
+	ExtraModules []string
+	// QEMU is the qemu-system-x86_64 binary, Busybox a static busybox.
+	QEMU, Busybox string
+	// Accel is "auto" (KVM if a test boot under KVM works, else TCG),
+	// "tcg" or "kvm".
+	Accel string
+	// CPUs and MemoryMiB size the guest.
+	CPUs, MemoryMiB int
+	// Timeout bounds the whole run, build and boot included; a hung guest
+	// is killed then. PackageTimeout is each test binary's -test.timeout.
+	Timeout, PackageTimeout time.Duration
+
+	// Out receives the guest's console and the summary (default stdout).
+	Out io.Writer
+	// Verbose passes every line of `go test -v` output; otherwise the
+	// RUN, PAUSE, CONT and PASS lines are left out.
+	Verbose bool
+	// NoSkip makes a skipped test (or subtest) fail the run. Off by
+	// default: a few tests check behaviour on kernels *without* a feature
+	// and skip where it exists, as it does in the VM; the summary lists
+	// every skip with its reason either way.
+	NoSkip bool
+	// Keep leaves the work directory (initramfs, binaries) in place and
+	// prints where it is.
+	Keep bool
+}
+
+// Environment variables ConfigFromEnv reads.
+const (
+	EnvKernel       = "VMTEST_KERNEL"
+	EnvModules      = "VMTEST_MODULES"
+	EnvExtraModules = "VMTEST_EXTRA_MODULES" // comma or space separated
+	EnvQEMU         = "VMTEST_QEMU"
+	EnvBusybox      = "VMTEST_BUSYBOX"
+	EnvAccel        = "VMTEST_ACCEL"
+	EnvCPUs         = "VMTEST_CPUS"
+	EnvMemory       = "VMTEST_MEMORY" // MiB
+	EnvTimeout      = "VMTEST_TIMEOUT"
+	EnvPkgTimeout   = "VMTEST_PKG_TIMEOUT"
+	EnvNoSkip       = "VMTEST_NOSKIP" // 1: NoSkip
+)
+
+// GuestEnv is set to 1 inside the guest.
+const GuestEnv = "NFTCNI_VMTEST_GUEST"
+
+// ConfigFromEnv returns the defaults, overridden by the VMTEST_*
+// environment variables.
+func ConfigFromEnv() (Config, error) {
+	c := Config{
+		Kernel:         os.Getenv(EnvKernel),
+		Modules:        os.Getenv(EnvModules),
+		QEMU:           os.Getenv(EnvQEMU),
+		Busybox:        os.Getenv(EnvBusybox),
+		Accel:          os.Getenv(EnvAccel),
+		CPUs:           2,
+		MemoryMiB:      2048,
+		Timeout:        40 * time.Minute,
+		PackageTimeout: 15 * time.Minute,
+		NoSkip:         os.Getenv(EnvNoSkip) == "1",
+		ExtraModules: strings.FieldsFunc(os.Getenv(EnvExtraModules), func(r rune) bool {
+			return r == ',' || r == ' '
+		}),
+	}
+	var err error
+	for _, v := range []struct {
+		env string
+		dst *int
+	}{{EnvCPUs, &c.CPUs}, {EnvMemory, &c.MemoryMiB}} {
+		if s := os.Getenv(v.env); s != "" {
+			if *v.dst, err = strconv.Atoi(s); err != nil || *v.dst <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive number", v.env, s)
+			}
+		}
+	}
+	for _, v := range []struct {
+		env string
+		dst *time.Duration
+	}{{EnvTimeout, &c.Timeout}, {EnvPkgTimeout, &c.PackageTimeout}} {
+		if s := os.Getenv(v.env); s != "" {
+			if *v.dst, err = time.ParseDuration(s); err != nil || *v.dst <= 0 {
+				return c, fmt.Errorf("%s=%q: want a duration such as 20m", v.env, s)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Result is what came back from the guest.
+type Result struct {
+	Accel         string // "tcg" or "kvm"
+	KernelVersion string
+	// Packages in the order they ran.
+	Packages []PackageResult
+	// Missing are packages the guest never reported on.
+	Missing []string
+	// ModuleFailures are modules insmod refused ("path message").
+	ModuleFailures []string
+	// ModuleRequests are the modules (names or aliases, such as
+	// "rtnl-link-foo" or "nft-expr-bar") the kernel asked for while the
+	// tests ran and that were not loaded: not a failure in itself (probes
+	// for missing kinds cause them), the first thing to look at when a test
+	// fails with ENOENT or EOPNOTSUPP in the VM.
+	ModuleRequests []string
+	// Times since qemu started: init running, modules loaded, first test
+	// binary started (boot-to-first-test).
+	InitAt, ModulesAt, FirstTestAt time.Duration
+	// Build is the time spent before the boot (compiling, the initramfs),
+	// VM the time qemu ran.
+	Build, VM time.Duration
+
+	noSkip bool
+}
+
+// OK reports whether every package ran and passed (and, with
+// Config.NoSkip, nothing skipped).
+func (r *Result) OK() bool {
+	if len(r.Missing) > 0 || len(r.ModuleFailures) > 0 || len(r.Packages) == 0 {
+		return false
+	}
+	for _, p := range r.Packages {
+		if p.Exit != 0 || (r.noSkip && len(p.Skipped) > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// PackageResult is one test binary's outcome.
+type PackageResult struct {
+	ImportPath string
+	Exit       int // the test binary's exit status
+	Elapsed    time.Duration
+	// Top-level tests and subtests, by name, from the -test.v output.
+	Passed, Failed, Skipped []string
+
+	started time.Duration
+}
+
+func (p *PackageResult) summary() string {
+	if p.Exit == -1 {
+		return fmt.Sprintf("FAIL\t%s\t(did not finish)", p.ImportPath)
+	}
+	v := "ok  "
+	if p.Exit != 0 {
+		v = "FAIL"
+	}
+	return fmt.Sprintf("%s\t%s\t%.3fs (in the VM)", v, p.ImportPath, p.Elapsed.Seconds())
+}
+
+// Run builds the image, boots it and returns what the guest reported. An
+// error means the run itself failed (build, boot, hung or crashed guest);
+// test failures are in the Result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	t0 := time.Now()
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "nftcni-vmtest-")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Keep {
+		fmt.Fprintf(cfg.Out, "vmtest: work directory %s (kept)\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	res := &Result{noSkip: cfg.NoSkip}
+	var (
+		wg                 sync.WaitGroup
+		pkgs               []testPkg
+		nftcniDir          string
+		buildErr, kernErr  error
+		bootKernel, kernNo string
+	)
+	// Compiling (go) and preparing the kernel (decompression, KVM probe)
+	// overlap.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var root string
+		pkgs, root, buildErr = listPackages(ctx, cfg.Dir, cfg.patterns(), len(cfg.Packages) == 0)
+		if buildErr == nil && len(pkgs) == 0 {
+			buildErr = fmt.Errorf("no test packages match %s", strings.Join(cfg.patterns(), " "))
+		}
+		if buildErr == nil {
+			buildErr = buildTests(ctx, root, filepath.Join(work, "tests"), pkgs)
+		}
+		if buildErr == nil {
+			nftcniDir, buildErr = buildNftcni(ctx, root, work)
+		}
+	}()
+	image, err := os.ReadFile(cfg.Kernel)
+	if err != nil {
+		wg.Wait()
+		return nil, fmt.Errorf("reading the kernel: %w (set %s; /boot/vmlinuz-* are readable by root only)", err, EnvKernel)
+	}
+	if res.KernelVersion, err = kernelVersion(image); err != nil {
+		wg.Wait()
+		return nil, fmt.Errorf("%s: %w", cfg.Kernel, err)
+	}
+	bootKernel = cfg.Kernel
+	if vmlinux, err := pvhKernel(image); err != nil {
+		kernNo = err.Error()
+	} else {
+		bootKernel = filepath.Join(work, "vmlinux")
+		kernErr = os.WriteFile(bootKernel, vmlinux, 0o644)
+	}
+	res.Accel = cfg.Accel
+	if cfg.Accel == "auto" {
+		res.Accel = "tcg"
+		if err := probeKVM(ctx, cfg.QEMU, bootKernel, 3*time.Second, 15*time.Second); err != nil {
+			fmt.Fprintf(cfg.Out, "vmtest: KVM not usable (%v); using TCG\n", err)
+		} else {
+			res.Accel = "kvm"
+		}
+	}
+	wg.Wait()
+	if buildErr != nil {
+		return nil, buildErr
+	}
+	if kernErr != nil {
+		return nil, kernErr
+	}
+	if kernNo != "" {
+		fmt.Fprintf(cfg.Out, "vmtest: booting the bzImage itself (slower): %s\n", kernNo)
+	}
+
+	modDir := cfg.Modules
+	if modDir == "" {
+		modDir = filepath.Join("/lib/modules", res.KernelVersion)
+	}
+	initrd := filepath.Join(work, "initramfs.cpio")
+	if err := writeInitramfs(initrd, imageSpec{
+		busybox:  cfg.Busybox,
+		modDir:   modDir,
+		modules:  append(append([]string{}, Modules...), cfg.ExtraModules...),
+		programs: Programs,
+		nftcni:   nftcniDir,
+		pkgs:     pkgs,
+		args:     cfg.testArgs(),
+		env: map[string]string{
+			"NFTCNI_REQUIRE_PRIV":     "1",
+			"NFTCNI_REQUIRE_KIND_ALL": "1",
+			"NFTCNI_TEST_BINARY":      "/nftcni/nftcni",
+			GuestEnv:                  "1",
+			"HOME":                    "/root",
+			"TMPDIR":                  "/tmp",
+		},
+	}); err != nil {
+		return nil, err
+	}
+	res.Build = time.Since(t0)
+	fmt.Fprintf(cfg.Out, "vmtest: %d package(s), kernel %s, %s, %d CPUs, %d MiB; built in %.1fs\n",
+		len(pkgs), res.KernelVersion, res.Accel, cfg.CPUs, cfg.MemoryMiB, res.Build.Seconds())
+
+	con := &console{out: cfg.lineFilter(), res: res}
+	vmTimeout, limit := cfg.Timeout-time.Since(t0), cfg.Timeout
+	if cfg.Timeout <= 0 {
+		vmTimeout, limit = 24*time.Hour, 24*time.Hour
+	}
+	runErr := runQEMU(ctx, cfg.QEMU, qemuArgs(res.Accel, cfg.CPUs, cfg.MemoryMiB, bootKernel, initrd, cmdline), vmTimeout, limit, con)
+	res.VM = time.Since(t0) - res.Build
+	res.ModuleFailures = con.modFail
+	seen := map[string]bool{}
+	for _, p := range res.Packages {
+		seen[p.ImportPath] = true
+	}
+	for _, p := range pkgs {
+		if !seen[p.ImportPath] {
+			res.Missing = append(res.Missing, p.ImportPath)
+		}
+	}
+	return res, runErr
+}
+
+// resolve fills in defaults and checks the tools.
+func (c *Config) resolve() error {
+	var err error
+	if c.Accel == "" {
+		c.Accel = "auto"
+	}
+	if c.Accel != "auto" && c.Accel != "tcg" && c.Accel != "kvm" {
+		return fmt.Errorf("accel %q: want auto, tcg or kvm", c.Accel)
+	}
+	if c.CPUs <= 0 {
+		c.CPUs = 2
+	}
+	if c.MemoryMiB <= 0 {
+		c.MemoryMiB = 2048
+	}
+	if c.Run != "" {
+		if _, err := regexp.Compile(c.Run); err != nil {
+			return fmt.Errorf("run pattern: %w", err)
+		}
+	}
+	if c.QEMU == "" {
+		if c.QEMU, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+			return errors.New("no qemu-system-x86_64 (apt-get install qemu-system-x86, or set " + EnvQEMU + ")")
+		}
+	}
+	if c.Busybox == "" {
+		c.Busybox = "/bin/busybox"
+	}
+	if err := checkStatic(c.Busybox); err != nil {
+		return fmt.Errorf("busybox: %w (apt-get install busybox-static, or set %s)", err, EnvBusybox)
+	}
+	if c.Kernel == "" {
+		k, m, err := findKernel()
+		if err != nil {
+			return err
+		}
+		c.Kernel = k
+		if c.Modules == "" {
+			c.Modules = m
+		}
+	}
+	return nil
+}
+
+func (c *Config) patterns() []string {
+	if len(c.Packages) == 0 {
+		return []string{"./..."}
+	}
+	return c.Packages
+}
+
+func (c *Config) testArgs() []string {
+	args := []string{"-test.v"}
+	if c.PackageTimeout > 0 {
+		args = append(args, "-test.timeout="+c.PackageTimeout.String())
+	}
+	if c.Run != "" {
+		args = append(args, "-test.run="+c.Run)
+	}
+	return append(args, c.Args...)
+}
+
+// lineFilter returns the console line sink: everything when Verbose,
+// else without the RUN/PAUSE/CONT/NAME and PASS lines (logs stay: under
+// -v they are printed as they happen, before their test's verdict, so
+// they cannot be told apart by test).
+func (c *Config) lineFilter() func(string) {
+	return func(l string) {
+		if !c.Verbose {
+			t := strings.TrimLeft(l, " ")
+			if strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- PASS: ") {
+				return
+			}
+		}
+		fmt.Fprintln(c.Out, l)
+	}
+}
+
+// checkStatic fails unless path is a statically linked ELF executable: the
+// guest has no dynamic loader or libc.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked", path)
+		}
+	}
+	return nil
+}
+
+// Summary writes the per-package verdicts, skipped tests and timings.
+func (r *Result) Summary(w io.Writer) {
+	fmt.Fprintf(w, "\n== vmtest summary (kernel %s, %s)\n", r.KernelVersion, r.Accel)
+	for _, p := range r.Packages {
+		fmt.Fprintln(w, p.summary())
+		for _, f := range p.Failed {
+			fmt.Fprintf(w, "    --- FAIL: %s\n", f)
+		}
+	}
+	for _, m := range r.Missing {
+		fmt.Fprintf(w, "FAIL\t%s\t(never ran: the guest stopped before it)\n", m)
+	}
+	for _, m := range r.ModuleFailures {
+		fmt.Fprintf(w, "FAIL\tkernel module %s\n", m)
+	}
+	if len(r.ModuleRequests) > 0 {
+		fmt.Fprintf(w, "the kernel asked for modules that are not loaded (add real ones to vmtest.Modules): %s\n",
+			strings.Join(r.ModuleRequests, ", "))
+	}
+	var skipped []string
+	for _, p := range r.Packages {
+		for _, s := range p.Skipped {
+			skipped = append(skipped, path.Base(p.ImportPath)+": "+s)
+		}
+	}
+	if len(skipped) > 0 {
+		verdict := ""
+		if r.noSkip {
+			verdict = ", which fails the run (-noskip)"
+		}
+		fmt.Fprintf(w, "skipped in the VM (%d%s):\n", len(skipped), verdict)
+		for _, s := range skipped {
+			fmt.Fprintf(w, "    %s\n", s)
+		}
+	}
+	passed := 0
+	for _, p := range r.Packages {
+		passed += len(p.Passed)
+	}
+	fmt.Fprintf(w, "tests and subtests: %d passed, %d skipped, %d failed\n", passed, len(skipped), r.failedCount())
+	fmt.Fprintf(w, "times: build %.1fs; in the VM: init at %.1fs, modules loaded at %.1fs, first test at %.1fs (boot-to-first-test); VM total %.1fs\n",
+		r.Build.Seconds(), r.InitAt.Seconds(), r.ModulesAt.Seconds(), r.FirstTestAt.Seconds(), r.VM.Seconds())
+}
+
+func (r *Result) failedCount() int {
+	n := 0
+	for _, p := range r.Packages {
+		n += len(p.Failed)
+	}
+	return n
+}
