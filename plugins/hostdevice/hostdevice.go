@@ -232,40 +232,36 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
-	if err != nil {
-		return err
-	}
-	defer ctrNS.Close()
 	if conf.DPDKMode {
-		return nil
+		// The device is not a netdev in the container: only IPAM and
+		// prevResult are checked.
+		ctrNS, _, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+		if err == nil {
+			ctrNS.Close()
+		}
+		return err
 	}
-	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
-	hc, err := netlinkx.Open(ctrNS)
+	defer ck.Close()
+	l, err := ck.Link("", checkMsgs) // any kind: the device is whatever the host had
 	if err != nil {
 		return err
 	}
-	defer hc.Close()
-	if cont.Name == "" {
-		return fmt.Errorf("Container interface name missing in prevResult: %v", cont.Name)
-	}
-	l, err := hc.LinkByName(cont.Name)
-	if err != nil {
-		return fmt.Errorf("Container Interface name in prevResult: %s not found", cont.Name)
-	}
-	if cont.Sandbox == "" {
-		return fmt.Errorf("Error: Container interface %s should not be in host namespace", l.Name)
-	}
-	if cont.Mac != "" && cont.Mac != l.MAC.String() {
-		return fmt.Errorf("Interface %s Mac %s doesn't match container Mac: %s", cont.Name, cont.Mac, l.MAC)
-	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := ck.MAC(l, checkMsgs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return ck.AddrsAndRoutes(a.IfName)
+}
+
+// checkMsgs are the reference host-device's CHECK texts.
+var checkMsgs = vethplugin.LinkMsgs{
+	NoName:   "Container interface name missing in prevResult: %v",
+	NotFound: "Container Interface name in prevResult: %s not found",
+	InHost:   "Error: Container interface %s should not be in host namespace",
+	Mac:      "Interface %s Mac %s doesn't match container Mac: %s",
 }
 
 // cmdGC forwards GC to IPAM, when there is one.

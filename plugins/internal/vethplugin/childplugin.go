@@ -166,7 +166,7 @@ type LinkMsgs struct {
 }
 
 // Link finds the container interface recorded in prevResult and checks
-// it is in the container and of kind, with m's messages.
+// it is in the container and of kind ("" for any), with m's messages.
 func (ck *ChildCheck) Link(kind string, m LinkMsgs) (netlinkx.Link, error) {
 	if ck.Cont.Name == "" {
 		return netlinkx.Link{}, fmt.Errorf(m.NoName, ck.Cont.Name)
@@ -178,7 +178,7 @@ func (ck *ChildCheck) Link(kind string, m LinkMsgs) (netlinkx.Link, error) {
 	if ck.Cont.Sandbox == "" {
 		return l, fmt.Errorf(m.InHost, l.Name)
 	}
-	if l.Kind != kind {
+	if kind != "" && l.Kind != kind {
 		return l, fmt.Errorf(m.NotKind, l.Name)
 	}
 	return l, nil
