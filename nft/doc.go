@@ -11,7 +11,8 @@
 //     and an empty table costs nothing.
 //   - Static structure, per-container elements. Tables, chains, sets and
 //     rules are fixed by code and re-asserted idempotently by every Setup
-//     (AddTable/AddChain/AddSet without NLM_F_EXCL; Tx.EnsureRules compares
+//     (AddTable/AddSet without NLM_F_EXCL, Tx.EnsureChain for chains — see
+//     there why an existing chain is never re-sent; Tx.EnsureRules compares
 //     rule comments, which carry a layout version, and rewrites the chain
 //     only when they differ). Per-container state is set elements — O(1)
 //     per packet however many containers there are — each carrying the

@@ -68,6 +68,43 @@ func (c *Conn) tableExists(t *nftables.Table) (bool, error) {
 	return false, fmt.Errorf("reading table %s %s: %w", familyName(t.Family), t.Name, err)
 }
 
+// chainState asks for chain ch by name: whether it exists and, for a base
+// chain, the policy it has (nil when the kernel reports none).
+func (c *Conn) chainState(ch *nftables.Chain) (bool, *nftables.ChainPolicy, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETCHAIN, byte(ch.Table.Family), 0, []netlink.Attribute{
+		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(ch.Table.Name)},
+		{Type: unix.NFTA_CHAIN_NAME, Data: cstr(ch.Name)},
+	})
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return false, nil, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("reading chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWCHAIN) {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return false, nil, fmt.Errorf("decoding chain %s: %w", ch.Name, err)
+		}
+		ad.ByteOrder = binary.BigEndian
+		var policy *nftables.ChainPolicy
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_CHAIN_POLICY {
+				p := nftables.ChainPolicy(ad.Uint32())
+				policy = &p
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return false, nil, fmt.Errorf("decoding chain %s: %w", ch.Name, err)
+		}
+		return true, policy, nil
+	}
+	return true, nil, nil
+}
+
 // elements dumps the elements of set s; a missing table or set reads as
 // empty.
 func (c *Conn) elements(s *nftables.Set) ([]Element, error) {

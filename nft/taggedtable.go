@@ -60,7 +60,9 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 	err = c.Update(func(tx *Tx) error {
 		b := tx.Batch()
 		b.AddTable(t.Table)
-		b.AddChain(t.Chain)
+		if err := tx.EnsureChain(t.Chain); err != nil {
+			return err
+		}
 		for _, s := range t.Sets {
 			b.AddSet(s)
 		}

@@ -300,9 +300,12 @@ func Setup(ns *netns.NS, a Attachment) error {
 	err = c.Update(func(tx *nft.Tx) error {
 		b := tx.Batch()
 		b.AddTable(table)
-		b.AddChain(forward)
-		b.AddChain(adminJumps)
-		b.AddChain(admin) // never flushed: an existing one keeps its rules
+		// The admin chain is never flushed: an existing one keeps its rules.
+		for _, ch := range []*nftables.Chain{forward, adminJumps, admin} {
+			if err := tx.EnsureChain(ch); err != nil {
+				return err
+			}
+		}
 		for _, s := range sets {
 			b.AddSet(s)
 		}

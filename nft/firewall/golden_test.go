@@ -155,7 +155,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 // and writes no rule and no element, in our table or the foreign chain.
 func TestGoldenSetupAgain(t *testing.T) {
 	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
-	nfttest.Golden(t, "setup_again", f.Only(t), staticNotes)
+	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
 // With an iptables-nft FORWARD chain, a new attachment's rules go to its
@@ -165,7 +165,7 @@ func TestGoldenSetupForeign(t *testing.T) {
 	a := Attachment{Owner: nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
 	f := run(t, st, func() error { return Setup(nil, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
-	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(staticNotes, []string{
+	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft add element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall allow4 { 10.1.0.9 comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall owners6 { fd00:1::9 . "` + i + `" comment "` + tag + `" }`,
@@ -182,7 +182,7 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 	st := existing()
 	delete(st.Chains, "ip filter FORWARD")
 	f := run(t, st, func() error { return Setup(nil, a) })
-	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(staticNotes, []string{
+	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft add element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
 	}))
 }
@@ -194,7 +194,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
 	f := run(t, existing(), func() error { return Setup(nil, a) })
 	s, o, i := sample.Tag(), other.Tag(), id(sample)
-	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(staticNotes, []string{
+	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
 		`nft add element inet nftcni_firewall owners4 { 10.1.0.6 . "` + i + `" comment "` + s + `" }`,
 		`nft delete element inet nftcni_firewall allow4 { 10.1.0.5 }`,

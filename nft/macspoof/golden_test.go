@@ -73,7 +73,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 	f := nfttest.Run(t, &store.Open, existing(), func() error {
 		return Setup(nil, sample, "veth1", sampleMAC)
 	})
-	nfttest.Golden(t, "setup_again", f.Only(t), setupNotes)
+	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
 }
 
 // A recycled port name: the new owner takes over veth2's elements.
@@ -84,7 +84,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		return Setup(nil, newcomer, "veth2", mac)
 	})
 	tag := newcomer.Tag()
-	nfttest.Golden(t, "setup_takeover", f.Batches[0], nfttest.Cat(setupNotes, []string{
+	nfttest.Golden(t, "setup_takeover", f.Batches[0], nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
 		`nft delete element bridge nftcni_macspoof guarded { "veth2" }`,
 		`nft add element bridge nftcni_macspoof guarded { "veth2" comment "` + tag + `" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:02 }`,

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/google/nftables"
+
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
@@ -84,7 +86,19 @@ func TestGoldenSetupAgain(t *testing.T) {
 	f := nfttest.Run(t, &store.Open, existing(), func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
-	nfttest.Golden(t, "setup_again", f.Only(t), setupNotes)
+	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
+}
+
+// A base chain whose policy was changed by hand (to drop, say) is sent
+// again, which restores ours; one that is as we want it is not (see
+// nft.Tx.EnsureChain for why that matters).
+func TestGoldenSetupRestoresPolicy(t *testing.T) {
+	st := existing()
+	st.Policies = map[string]uint32{"inet nftcni_masq postrouting": uint32(nftables.ChainPolicyDrop)}
+	f := nfttest.Run(t, &store.Open, st, func() error {
+		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	})
+	nfttest.Golden(t, "setup_policy", f.Only(t), setupNotes)
 }
 
 // A Setup of the same owner with another address replaces its elements,
@@ -94,7 +108,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(setupNotes, []string{
+	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
 		`nft add element inet nftcni_masq masq4 { 10.1.0.6 comment "` + tag + `" }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,

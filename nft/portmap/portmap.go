@@ -397,7 +397,9 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 		b.AddSet(s)
 	}
 	for _, ch := range f.chains() {
-		b.AddChain(ch)
+		if err := tx.EnsureChain(ch); err != nil {
+			return err
+		}
 	}
 	for _, ch := range f.chains() {
 		if ch == f.conditional {

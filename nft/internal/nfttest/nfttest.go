@@ -48,6 +48,9 @@ type State struct {
 	Tables map[string]bool
 	Sets   map[string][]Elem
 	Chains map[string][]string // rule comments, in order
+	// Policies are base chains' policies (nftables.ChainPolicy values),
+	// keyed like Chains; a chain missing here reports none.
+	Policies map[string]uint32
 }
 
 // Fake is the fake kernel.
@@ -94,6 +97,19 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		}
 		return []netlink.Message{reply(m, unix.NFT_MSG_NEWTABLE, 0, 0,
 			netlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(attrs[unix.NFTA_TABLE_NAME])})}, nil
+	case unix.NFT_MSG_GETCHAIN:
+		table, chain := attrs[unix.NFTA_CHAIN_TABLE], attrs[unix.NFTA_CHAIN_NAME]
+		if _, ok := f.State.Chains[fam+" "+table+" "+chain]; !ok {
+			return nltest.Error(int(unix.ENOENT), req)
+		}
+		attrs := []netlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)},
+			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(chain)},
+		}
+		if p, ok := f.State.Policies[fam+" "+table+" "+chain]; ok {
+			attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: binary.BigEndian.AppendUint32(nil, p)})
+		}
+		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), attrs...)}, nil
 	case unix.NFT_MSG_GETSETELEM:
 		table, set := attrs[unix.NFTA_SET_ELEM_LIST_TABLE], attrs[unix.NFTA_SET_ELEM_LIST_SET]
 		els, ok := f.State.Sets[fam+" "+table+" "+set]
@@ -396,6 +412,19 @@ func Cat(parts ...[]string) []string {
 	var out []string
 	for _, p := range parts {
 		out = append(out, p...)
+	}
+	return out
+}
+
+// ExistingChains drops the `nft add chain` lines from notes: what a Setup
+// sends against a ruleset in which all its chains exist already, since
+// Tx.EnsureChain never re-sends an existing chain.
+func ExistingChains(notes []string) []string {
+	var out []string
+	for _, n := range notes {
+		if !strings.HasPrefix(n, "nft add chain ") {
+			out = append(out, n)
+		}
 	}
 	return out
 }
