@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -51,12 +52,59 @@ func Open(ns *netns.NS) (*Conn, error) {
 	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns)}, nil
 }
 
+// held is the process-wide state of HoldCloses.
+var held struct {
+	sync.Mutex
+	depth int
+	conns []*netlink.Conn
+}
+
+// HoldCloses keeps every Conn closed from now on open until release is
+// called (holds nest; the outermost release closes them).
+//
+// Why: closing a NETLINK_NETFILTER socket waits until the kernel has
+// released the objects of the namespace's last commits, which takes an RCU
+// grace period after a commit that deleted anything (nft_rcv_nl_event
+// flushes nf_tables_trans_destroy_work, ~10–15 ms on a 2-CPU machine), and
+// it holds the nf_tables commit mutex meanwhile, which a link deletion's
+// netdev notifier needs too. A DEL that commits its teardown, then deletes
+// the link, and closes the socket only afterwards gets the grace period for
+// free during the kernel's own wait in the link deletion.
+func HoldCloses() (release func()) {
+	held.Lock()
+	held.depth++
+	held.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			held.Lock()
+			held.depth--
+			var conns []*netlink.Conn
+			if held.depth == 0 {
+				conns, held.conns = held.conns, nil
+			}
+			held.Unlock()
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		})
+	}
+}
+
 // NewConn wraps an already dialled netlink connection. Tests pass one from
 // nltest.Dial backed by a fake nf_tables (see nft/internal/nfttest).
 func NewConn(nl *netlink.Conn) *Conn { return &Conn{nl: nl, where: "test"} }
 
-// Close closes the socket.
+// Close closes the socket, or, while HoldCloses is in effect, hands it to
+// the hold to be closed at its release.
 func (c *Conn) Close() error {
+	held.Lock()
+	if held.depth > 0 {
+		held.conns = append(held.conns, c.nl)
+		held.Unlock()
+		return nil
+	}
+	held.Unlock()
 	if err := c.nl.Close(); err != nil {
 		return fmt.Errorf("closing nftables socket in %s: %w", c.where, plain(err))
 	}

@@ -22,15 +22,29 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	// The nftables state goes by owner, not by address: its teardown runs
+	// once the link is down, before it is deleted (see
+	// vethplugin.DeleteLinkAfter).
+	own := vethplugin.Owner(conf.Name, a)
+	var masqErr error
+	teardown := func() {
+		if conf.MacSpoofChk {
+			if err := macspoof.Teardown(nil, own); err != nil {
+				// As the reference: reported, but DEL still succeeds.
+				a.Logf("bridge: removing spoof-check: %v", err)
+			}
+		}
+		if conf.isL3() && conf.IPMasq {
+			masqErr = masq.Teardown(nil, own)
+		}
+	}
 	// The link first, then IPAM, as in the reference (ptp releases IPAM
 	// first).
-	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
-			// The namespace exists but something unexpected failed: the
-			// interface may still hold its addresses, so they are not
-			// released (the runtime retries DEL).
-			return err
-		}
+	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
+		// The namespace exists but something unexpected failed: the
+		// interface may still hold its addresses, so they are not
+		// released (the runtime retries DEL).
+		return errors.Join(err, masqErr)
 	}
 	var errs []error
 	if conf.isL3() {
@@ -38,19 +52,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 			errs = append(errs, err)
 		}
 	}
-	own := vethplugin.Owner(conf.Name, a)
-	if conf.MacSpoofChk {
-		if err := macspoof.Teardown(nil, own); err != nil {
-			// As the reference: reported, but DEL still succeeds.
-			a.Logf("bridge: removing spoof-check: %v", err)
-		}
-	}
-	if conf.isL3() && conf.IPMasq {
-		if err := masq.Teardown(nil, own); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, masqErr)...)
 }
 
 // cmdGC forwards GC to IPAM and collects this network's masquerade and

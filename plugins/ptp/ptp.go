@@ -327,17 +327,18 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
 		errs = append(errs, err)
 	}
-	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
-			errs = append(errs, err)
+	// The masquerade teardown overlaps the link deletion (see
+	// vethplugin.DeleteLinkAfter).
+	var masqErr error
+	teardown := func() {
+		if conf.IPMasq {
+			masqErr = masq.Teardown(nil, vethplugin.Owner(conf.Name, a))
 		}
 	}
-	if conf.IPMasq {
-		if err := masq.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
-			errs = append(errs, err)
-		}
+	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
+		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, masqErr)...)
 }
 
 // cmdGC forwards GC to IPAM and collects masquerade state of this network

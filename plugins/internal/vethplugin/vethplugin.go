@@ -243,6 +243,34 @@ func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bo
 // DeleteLink deletes ifName in the namespace at path, for DEL: a namespace
 // or an interface that no longer exists is success.
 func DeleteLink(path, ifName string) error {
+	return DeleteLinkAfter(path, ifName, nil)
+}
+
+// DeleteLinkAfter is DeleteLink with before (nil: nothing) run once the
+// link is down and before it is deleted: a DEL's nftables teardown. before
+// runs in every case, also when path is "" or the namespace or the link is
+// already gone.
+//
+// Why this order: the kernel answers a veth deletion only after an
+// rcu_barrier() (netdev_run_todo), ~16 ms on a 2-CPU machine, and closing
+// the nftables socket of a teardown waits for an RCU grace period too (see
+// nft.HoldCloses). With the teardown committed first and its socket closed
+// only after the deletion, the two waits overlap. The link is set down
+// first, so a container whose masquerade state is removed can no longer
+// send anything — the guarantee the reference gets from deleting the link
+// before the rules.
+func DeleteLinkAfter(path, ifName string, before func()) error {
+	ran := false
+	runBefore := func() {
+		if before != nil && !ran {
+			ran = true
+			before()
+		}
+	}
+	defer runBefore()
+	if path == "" {
+		return nil
+	}
 	ns, err := netns.Open(path)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
@@ -256,6 +284,14 @@ func DeleteLink(path, ifName string) error {
 		return err
 	}
 	defer h.Close()
+	if before != nil {
+		if err := h.SetDown(ifName); errors.Is(err, netlinkx.ErrNotFound) {
+			return nil
+		}
+		// A failure to set it down is not fatal: the deletion follows.
+		defer nft.HoldCloses()()
+		runBefore()
+	}
 	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
 		return fmt.Errorf("failed to delete %q: %w", ifName, Unwrap(err))
 	}
