@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"unicode"
 
 	"github.com/nftcni/nftcni/cni"
-	"golang.org/x/sys/unix"
 )
 
 // gcConf is what GC reads. Range definitions are irrelevant: reservations
@@ -70,7 +68,7 @@ func (s *store) collect(atts []cni.Attachment, logf func(string, ...any)) error 
 		pairs[pair], ids[legacy] = true, true
 	}
 	var errs []error
-	for _, o := range s.owners(l) {
+	for _, o := range s.owners(l, nil) {
 		switch {
 		case o.err != nil && !errors.Is(o.err, errTooLarge):
 			errs = append(errs, o.err)
@@ -81,8 +79,8 @@ func (s *store) collect(atts []cni.Attachment, logf func(string, ...any)) error 
 			logf("host-local: GC: keeping %s: unrecognised content %q", s.path(o.name), o.content)
 			continue
 		}
-		if err := unix.Unlinkat(s.dirFD, o.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, &os.PathError{Op: "remove", Path: s.path(o.name), Err: err})
+		if err := s.remove(l, o.name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -88,8 +88,9 @@ func (s *store) writeTemp(data []byte) (string, error) {
 // reservation is a fully written temp file holding "<id>\r\n<ifname>",
 // ready to be linked under address names.
 type reservation struct {
-	s   *store
-	tmp string
+	s    *store
+	tmp  string
+	hash string // ownerHash of the content
 }
 
 // newReservation writes the reservation content once; the allocator then
@@ -103,7 +104,7 @@ func (s *store) newReservation(id, ifname string) (*reservation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &reservation{s: s, tmp: tmp}, nil
+	return &reservation{s: s, tmp: tmp, hash: ownerHash(id, ifname)}, nil
 }
 
 // claim links the reservation to addr's file name. false means the name
@@ -117,6 +118,11 @@ func (r *reservation) claim(addr netip.Addr) (bool, error) {
 	if err != nil {
 		return false, &os.LinkError{Op: "link", Old: r.s.path(r.tmp), New: r.s.path(name), Err: err}
 	}
+	// The owner link is an index (see ownerLink): without it the address
+	// is still reserved and found by reading it, so a failure is ignored.
+	// One left by a removal that did not take it along cannot be here:
+	// scan removes links whose address file is gone.
+	_ = unix.Linkat(r.s.dirFD, r.tmp, r.s.dirFD, ownerLink(r.hash, name), 0)
 	return true, nil
 }
 

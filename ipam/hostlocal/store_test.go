@@ -40,7 +40,21 @@ func TestStoreFormat(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	is.Equal(names, []string{"10.1.2.2", "10.1.2.3", "2001:db8::2", "2001:db8::3", "last_reserved_ip.0", "last_reserved_ip.1", "lock"})
+	c1, c2 := ownerHash("c1", "eth0"), ownerHash("c2", "net1")
+	is.Equal(names, []string{
+		".nftcni-owner." + c1 + ".10.1.2.2", ".nftcni-owner." + c1 + ".2001:db8::2",
+		".nftcni-owner." + c2 + ".10.1.2.3", ".nftcni-owner." + c2 + ".2001:db8::3",
+		"10.1.2.2", "10.1.2.3", "2001:db8::2", "2001:db8::3", "last_reserved_ip.0", "last_reserved_ip.1", "lock"})
+	// Each owner link is the address file itself (one inode), which is
+	// how a link can be trusted: see ownerLink.
+	for _, n := range names[:4] {
+		addr := n[strings.LastIndexByte(n[:len(".nftcni-owner.")+17], '.')+1:]
+		var a, b syscall.Stat_t
+		is.NoErr(syscall.Lstat(filepath.Join(d, n), &a))
+		is.NoErr(syscall.Lstat(filepath.Join(d, addr), &b))
+		is.Equal(a.Ino, b.Ino)
+		is.Equal(a.Nlink, uint64(2))
+	}
 	is.Equal(readFile(t, filepath.Join(d, "10.1.2.2")), "c1\r\neth0")
 	is.Equal(readFile(t, filepath.Join(d, "2001:db8::2")), "c1\r\neth0")
 	is.Equal(readFile(t, filepath.Join(d, "10.1.2.3")), "c2\r\nnet1")
@@ -239,4 +253,58 @@ func TestStoreUnusable(t *testing.T) {
 	writeFile(t, file, "", 0o600)
 	_, err := doAdd(netconf(t, file, "", `"subnet":"10.1.2.0/24"`), "c1")
 	is.Equal(errText(err), "mkdir "+file+": not a directory")
+}
+
+// links lists the owner links of the store directory.
+func links(t *testing.T, dataDir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(netDir(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), linkPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestOwnerLinks: the owner links index the store without ever deciding
+// on their own. A link whose address file the reference released and gave
+// to someone else is dropped, the new owner's unlinked file is found by
+// its content, and a reservation left without a link (a process killed
+// between the two links) is still released by DEL.
+func TestOwnerLinks(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	d := netDir(dir)
+	stdin := netconf(t, dir, "", `"ranges":[[{"subnet":"10.1.2.0/24"}]]`)
+
+	res, err := doAdd(stdin, "c1")
+	is.NoErr(err)
+	is.Equal(addrs(res), []string{"10.1.2.2/24"})
+	is.Equal(links(t, dir), []string{ownerLink(ownerHash("c1", "eth0"), "10.1.2.2")})
+
+	// The reference releases 10.1.2.2 by address and hands it to c9.
+	is.NoErr(os.Remove(filepath.Join(d, "10.1.2.2")))
+	writeFile(t, filepath.Join(d, "10.1.2.2"), "c9\r\neth0", 0o600)
+	_, err = doAdd(stdin, "c9")
+	is.Equal(errText(err), "failed to allocate for range 0: 10.1.2.2 has been allocated to c9, duplicate allocation is not allowed")
+	is.Equal(links(t, dir), nil) // c1's link no longer named c1's file: removed
+
+	// c1 holds nothing any more: it gets a new address.
+	res, err = doAdd(stdin, "c1")
+	is.NoErr(err)
+	is.Equal(addrs(res), []string{"10.1.2.3/24"})
+
+	// A reservation without its link.
+	writeFile(t, filepath.Join(d, "10.1.2.9"), "c5\r\neth0", 0o600)
+	_, err = doAdd(stdin, "c5")
+	is.Equal(errText(err), "failed to allocate for range 0: 10.1.2.9 has been allocated to c5, duplicate allocation is not allowed")
+	is.NoErr(doDel(stdin, "c5"))
+	is.NoErr(doDel(stdin, "c1"))
+	is.Equal(reservations(t, dir), map[string]string{"10.1.2.2": "c9\r\neth0"})
+	is.Equal(links(t, dir), nil)
 }
