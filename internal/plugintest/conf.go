@@ -38,7 +38,9 @@ func HostLocal(dir, subnet string) string {
 }
 
 // Reservations lists the addresses host-local holds under dir for
-// network testnet.
+// network testnet: every file but lock and last_reserved_ip.*, except
+// that an owner link (ipam/hostlocal/README.md) is part of its address's
+// reservation and listed only when left without it.
 func Reservations(t testing.TB, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(dir, "testnet"))
@@ -46,10 +48,20 @@ func Reservations(t testing.TB, dir string) []string {
 		return nil
 	}
 	Must(t, err)
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
 	var out []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "last_reserved_ip") && e.Name() != "lock" {
-			out = append(out, e.Name())
+		n := e.Name()
+		if rest, ok := strings.CutPrefix(n, ".nftcni-owner."); ok {
+			if _, addr, _ := strings.Cut(rest, "."); names[addr] {
+				continue
+			}
+		}
+		if !strings.HasPrefix(n, "last_reserved_ip") && n != "lock" {
+			out = append(out, n)
 		}
 	}
 	return out
