@@ -69,4 +69,3 @@ func FuzzConfig(f *testing.F) {
 		})
 	})
 }
-
