@@ -163,19 +163,22 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 			return nil, fmt.Errorf("CNI version %v does not support more than 1 address per family", n.CNIVersion)
 		}
 	}
-	for i := range c.Ranges {
-		for j := i + 1; j < len(c.Ranges); j++ {
-			if c.Ranges[i].overlaps(c.Ranges[j]) {
-				return nil, fmt.Errorf("range set %d overlaps with %d", i, j)
-			}
+	var ivs []interval
+	for i, rs := range c.Ranges {
+		for _, r := range rs {
+			ivs = append(ivs, interval{r.RangeStart, r.RangeEnd, i})
 		}
+	}
+	if i, j, ok := firstOverlap(ivs, len(c.Ranges)); ok {
+		return nil, fmt.Errorf("range set %d overlaps with %d", i, j)
 	}
 	return c, nil
 }
 
 // canonicalize validates one range set and fills in defaults. Each range is
 // checked, then its family compared with the first one, in list order; the
-// pairwise overlap check comes last.
+// overlap check (first pair in index order, as the reference's pairwise
+// loop) comes last.
 func (ws wireRangeSet) canonicalize() (RangeSet, error) {
 	if len(ws) == 0 {
 		return nil, errors.New("empty range set")
@@ -191,12 +194,12 @@ func (ws wireRangeSet) canonicalize() (RangeSet, error) {
 		}
 		rs = append(rs, r)
 	}
-	for i := range rs {
-		for j := i + 1; j < len(rs); j++ {
-			if rs[i].overlaps(&rs[j]) {
-				return nil, fmt.Errorf("subnets %s and %s overlap", rs[i].String(), rs[j].String())
-			}
-		}
+	ivs := make([]interval, len(rs))
+	for i, r := range rs {
+		ivs[i] = interval{r.RangeStart, r.RangeEnd, i}
+	}
+	if i, j, ok := firstOverlap(ivs, len(rs)); ok {
+		return nil, fmt.Errorf("subnets %s and %s overlap", rs[i].String(), rs[j].String())
 	}
 	return rs, nil
 }

@@ -1,6 +1,9 @@
 package hostlocal
 
 import (
+	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -53,6 +56,56 @@ func FuzzConfig(f *testing.F) {
 				}
 			}
 			_ = set.free(listing{})
+		}
+	})
+}
+
+// FuzzStore plants a reservation file and a last_reserved_ip hint with
+// any content in a store, then runs ADD and DEL of one attachment through
+// the plugin: never a panic; the hint never makes ADD fail or leave the
+// range; the planted file keeps its address (ADD gets another) and its
+// content, unless it is that attachment's own (current or legacy format),
+// which makes ADD refuse the duplicate and DEL remove it; DEL leaves
+// nothing of the attachment.
+func FuzzStore(f *testing.F) {
+	for _, owner := range []string{"c9\r\neth0", "c1\r\neth0", "c1", " c1 \n", "c1\r\neth1", "", "\x00\xff", strings.Repeat("x", 70000)} {
+		for _, hint := range []string{"10.1.2.3", "10.1.2.6", "10.1.2.2\n", "10.9.9.9", "::ffff:10.1.2.4", "fe80::1%eth0", "", "junk"} {
+			f.Add([]byte(owner), []byte(hint))
+		}
+	}
+	planted := netip.MustParseAddr("10.1.2.2")
+	f.Fuzz(func(t *testing.T, owner, hint []byte) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(netDir(dir), planted.String()), string(owner), 0o600)
+		writeFile(t, filepath.Join(netDir(dir), "last_reserved_ip.0"), string(hint), 0o600)
+		stdin := netconf(t, dir, "", `"subnet":"10.1.2.0/29"`)
+		content := strings.TrimSpace(string(owner))
+		mine := len(owner) <= maxContent && (content == "c1\r\neth0" || content == "c1")
+
+		res, err := doAdd(stdin, "c1")
+		switch {
+		case mine && err == nil:
+			t.Fatalf("ADD handed out %v although c1 holds %s", addrs(res), planted)
+		case !mine && err != nil:
+			t.Fatalf("ADD failed: %v", err)
+		case !mine:
+			got := res.IPs[0].Address.Addr()
+			if got == planted || !netip.MustParsePrefix("10.1.2.0/29").Contains(got) || got == netip.MustParseAddr("10.1.2.1") {
+				t.Fatalf("ADD gave %s", got)
+			}
+		}
+		if err := doDel(stdin, "c1"); err != nil {
+			t.Fatalf("DEL: %v", err)
+		}
+		left := reservations(t, dir)
+		if mine {
+			if len(left) != 0 {
+				t.Fatalf("DEL left %v", left)
+			}
+			return
+		}
+		if len(left) != 1 || left[planted.String()] != string(owner) {
+			t.Fatalf("after ADD+DEL the store holds %q", left)
 		}
 	})
 }

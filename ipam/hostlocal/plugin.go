@@ -33,6 +33,9 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkIDFits(a.ContainerID, a.IfName); err != nil {
+		return nil, err
+	}
 	res := &cni.Result{CNIVersion: cni.CurrentVersion}
 	if conf.ResolvConf != "" {
 		if res.DNS, err = parseResolvConf(conf.ResolvConf); err != nil {

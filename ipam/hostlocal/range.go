@@ -72,14 +72,3 @@ func (s RangeSet) RangeFor(addr netip.Addr) *Range {
 
 // Contains reports whether any range of s contains addr.
 func (s RangeSet) Contains(addr netip.Addr) bool { return s.RangeFor(addr) != nil }
-
-func (s RangeSet) overlaps(o RangeSet) bool {
-	for i := range s {
-		for j := range o {
-			if s[i].overlaps(&o[j]) {
-				return true
-			}
-		}
-	}
-	return false
-}

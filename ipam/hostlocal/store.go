@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/cni"
 )
 
 // On-disk format, shared with the reference so that both can run against
@@ -27,8 +29,12 @@ const (
 	// IP, so neither we nor the reference ever take one for a reservation.
 	tempPrefix = ".tmp-"
 	// maxContent bounds how much of a store file is read; a reservation is
-	// a container ID and an interface name.
-	maxContent = 64 << 10
+	// a container ID and an interface name. Linux caps one environment
+	// string at 128 KiB (MAX_ARG_STRLEN), so every container ID a runtime
+	// can hand over fits; ADD refuses a longer one (checkIDFits), which
+	// could otherwise be written but never read back, and so never
+	// released.
+	maxContent = 256 << 10
 	// linkPrefix names the owner links: see ownerLink.
 	linkPrefix = ".nftcni-owner."
 )
@@ -245,6 +251,17 @@ func parseFileName(n string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// checkIDFits refuses an attachment whose reservation would be longer than
+// the store reads (only reachable in-process: exec cannot pass such an
+// ID).
+func checkIDFits(id, ifname string) error {
+	if pair, _ := keys(id, ifname); len(pair) > maxContent {
+		return cni.NewError(cni.CodeInvalidEnvironment, "containerID is too long",
+			fmt.Sprintf("%d bytes; the store holds at most %d per reservation", len(id), maxContent))
+	}
+	return nil
 }
 
 // errTooLarge reports a store file longer than any valid content.

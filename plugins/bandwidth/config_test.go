@@ -114,6 +114,10 @@ func TestParsePsched(t *testing.T) {
 		{"000003e8 00000040\n", 0, "fewer than 4 fields"},
 		{"000003e8 0000zz40 000f4240 3b9aca00\n", 0, "field 2"},
 		{"000003e8 00000000 000f4240 3b9aca00\n", 0, "us2t is 0"},
+		// Found by FuzzConfig: a zero t2us or resolution made a 0 tick.
+		{"0 10 0 00", 0, "gives 0 ticks per microsecond"},
+		{"00000000 00000040 000f4240 3b9aca00\n", 0, "gives 0 ticks per microsecond"},
+		{"000003e8 00000040 00000000 3b9aca00\n", 0, "gives 0 ticks per microsecond"},
 	} {
 		got, err := parsePsched(tt.in)
 		if tt.err != "" {

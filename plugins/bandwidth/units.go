@@ -132,5 +132,11 @@ func parsePsched(s string) (float64, error) {
 		v[0] = v[1]
 	}
 	clockFactor := float64(v[2]) / timeUnitsPerSec
-	return float64(v[0]) / float64(v[1]) * clockFactor, nil
+	tick := float64(v[0]) / float64(v[1]) * clockFactor
+	if tick == 0 {
+		// A zero t2us or resolution: every TBF buffer would be 0 ticks,
+		// a bucket that never holds a packet.
+		return 0, fmt.Errorf("%s: %q gives 0 ticks per microsecond", pschedPath, s)
+	}
+	return tick, nil
 }

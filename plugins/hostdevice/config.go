@@ -66,6 +66,16 @@ func loadConf(stdin []byte, root string, lenient bool) (*NetConf, error) {
 	if c.StateDir == "" {
 		c.StateDir = defaultStateDir
 	}
+	// A path-like pciBusID is refused, except by DEL, which then does not
+	// look it up (as for an unreadable driver); a path-like deviceID is
+	// refused like an unknown one.
+	badPCI := sysfsElement("pciBusID", c.PCIAddr)
+	if badPCI != nil && !lenient {
+		return nil, badPCI
+	}
+	if err := sysfsElement("runtimeConfig.deviceID", c.RuntimeConfig.DeviceID); err != nil {
+		return nil, err
+	}
 	if id := c.RuntimeConfig.DeviceID; id != "" {
 		switch {
 		case exists(filepath.Join(root, "bus/pci/devices", id)):
@@ -80,7 +90,10 @@ func loadConf(stdin []byte, root string, lenient bool) (*NetConf, error) {
 	if c.Device == "" && c.HWAddr == "" && c.KernelPath == "" && c.PCIAddr == "" && c.auxDevice == "" {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, `specify either "device", "hwaddr", "kernelpath" or "pciBusID"`)
 	}
-	if c.PCIAddr != "" {
+	if c.PCIAddr != "" && c.PCIAddr == c.RuntimeConfig.DeviceID {
+		badPCI = nil // replaced by a checked deviceID
+	}
+	if c.PCIAddr != "" && badPCI == nil {
 		dpdk, err := hasDPDKDriver(root, c.PCIAddr)
 		switch {
 		case err == nil:
@@ -92,6 +105,18 @@ func loadConf(stdin []byte, root string, lenient bool) (*NetConf, error) {
 		}
 	}
 	return c, nil
+}
+
+// sysfsElement refuses a device selector that is not a single path
+// element: pciBusID and deviceID are joined under /sys/bus/*/devices, and
+// "../../../etc" would make the plugin read driver links and "net"
+// directories anywhere (the reference joins them unchecked). A PCI address
+// or an auxiliary device name never has a "/".
+func sysfsElement(key, v string) error {
+	if v != "" && (v == "." || v == ".." || strings.ContainsAny(v, "/\x00")) {
+		return cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid %s %q: not a device name", key, v)
+	}
+	return nil
 }
 
 func exists(path string) bool {

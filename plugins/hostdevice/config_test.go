@@ -24,7 +24,7 @@ import (
 //	bus/pci/devices/0000:00:06.0/                   (no driver bound)
 //	bus/pci/devices/0000:00:07.0/net/               (empty), driver uio_pci_generic
 //	bus/auxiliary/devices/mlx5_core.sf.2/net/enp0s8f0s2
-func fakeSysfs(t *testing.T) string {
+func fakeSysfs(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	mkdir := func(p string) {
@@ -84,6 +84,16 @@ func TestLoadConfSelectors(t *testing.T) {
 		{name: "no driver bound", conf: `{"pciBusID":"0000:00:06.0"}`, code: cni.CodeInternal,
 			err: "error with host device: readlink ROOT/bus/pci/devices/0000:00:06.0/driver: no such file or directory"},
 		{name: "no driver bound, DEL", conf: `{"pciBusID":"0000:00:06.0"}`, lenient: true, pci: "0000:00:06.0"},
+		// Path-like selectors would be joined under /sys/bus/*/devices.
+		{name: "pciBusID path", conf: `{"pciBusID":"../../../../etc"}`, code: cni.CodeInvalidNetworkConfig,
+			err: `invalid pciBusID "../../../../etc": not a device name`},
+		{name: "pciBusID dot-dot", conf: `{"pciBusID":".."}`, code: cni.CodeInvalidNetworkConfig,
+			err: `invalid pciBusID "..": not a device name`},
+		// DEL does not fail over it (nor look it up).
+		{name: "pciBusID path, DEL", conf: `{"pciBusID":"../../../../etc"}`, lenient: true, pci: "../../../../etc"},
+		{name: "bad pciBusID replaced by deviceID", conf: `{"pciBusID":"..","runtimeConfig":{"deviceID":"0000:00:05.0"}}`, lenient: true, pci: "0000:00:05.0", dpdk: true},
+		{name: "deviceID path", conf: `{"device":"x","runtimeConfig":{"deviceID":"0000:00:1f.6/../../0000:00:05.0"}}`, code: cni.CodeInvalidNetworkConfig,
+			err: `invalid runtimeConfig.deviceID "0000:00:1f.6/../../0000:00:05.0": not a device name`},
 		{name: "wrong type", conf: `{"device":1}`, code: cni.CodeInternal,
 			err: "failed to load netconf: json: cannot unmarshal number into Go struct field NetConf.device of type string"},
 	} {

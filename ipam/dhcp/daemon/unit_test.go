@@ -127,7 +127,7 @@ func TestClientIDTruncation(t *testing.T) {
 }
 
 // ack builds a DHCPACK for 10.0.0.5 with the given options.
-func ack(t *testing.T, opts ...dhcpv4.Option) *dhcpv4.DHCPv4 {
+func ack(t testing.TB, opts ...dhcpv4.Option) *dhcpv4.DHCPv4 {
 	t.Helper()
 	mods := []dhcpv4.Modifier{dhcpv4.WithMessageType(dhcpv4.MessageTypeAck), dhcpv4.WithYourIP(net.IPv4(10, 0, 0, 5))}
 	for _, o := range opts {
