@@ -48,6 +48,11 @@ type chain struct {
 var chains = []chain{
 	{"loopback", []string{"loopback"},
 		`{"cniVersion":"1.1.0","name":"bench-lo","plugins":[{"type":"loopback"}]}`},
+	// The exec floor of a three-plugin chain (bridge, portmap, firewall:
+	// host-local runs inside bridge): what the full chain would cost if
+	// its plugins did nothing but start, read the config and answer.
+	{"loopback x3", []string{"loopback"},
+		`{"cniVersion":"1.1.0","name":"bench-lo3","plugins":[{"type":"loopback"},{"type":"loopback"},{"type":"loopback"}]}`},
 	{"bridge+host-local", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-br","plugins":[{"type":"bridge","bridge":"bench0","isGateway":true,
 		  "ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"DATADIR"}}]}`},
@@ -163,6 +168,12 @@ func TestBench(t *testing.T) {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
 				c.name, ratio(s.addP50, lo.addP50), ratio(s.delP50, lo.delP50), existing, ratio(s.addP50M, s.addP50))
 		}
+	}
+	lo3, ok3 := results["loopback x3"]["nftcni"]
+	full, okf := results["full (+portmap+firewall)"]["nftcni"]
+	if ok3 && okf && lo3.err == nil && full.err == nil {
+		fmt.Printf("full (+portmap+firewall) vs loopback x3 (the exec floor of a 3-plugin chain): ADD p50 %.2fx, DEL p50 %.2fx\n",
+			ratio(full.addP50, lo3.addP50), ratio(full.delP50, lo3.delP50))
 	}
 	for _, c := range chains {
 		n, ok1 := results[c.name]["nftcni"]
