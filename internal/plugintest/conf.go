@@ -41,7 +41,14 @@ func HostLocal(dir, subnet string) string {
 // network testnet.
 func Reservations(t testing.TB, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "testnet"))
+	return ReservationsOf(t, dir, "testnet")
+}
+
+// ReservationsOf lists the files host-local keeps under dir for network
+// other than its lock and last-reserved hints: its reservations.
+func ReservationsOf(t testing.TB, dir, network string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, network))
 	if os.IsNotExist(err) {
 		return nil
 	}
