@@ -479,7 +479,7 @@ func TestParallelOneNetwork(t *testing.T) {
 	plugintest.RequirePlugin(t, "portmap")
 	nets := []*network{newNetwork(t, "stress-one", "stressbr0", "10.91.0.0/24", true)}
 	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100), knob("STRESS_WORKERS", 24))
-	fmt.Printf("stress, one network: %s\n", c)
+	t.Logf("stress, one network: %s", c)
 }
 
 // TestParallelTwoNetworksOneBridge: the same with two networks (own names,
@@ -494,5 +494,5 @@ func TestParallelTwoNetworksOneBridge(t *testing.T) {
 		newNetwork(t, "stress-b", "stressbr0", "10.93.0.0/24", false),
 	}
 	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100), knob("STRESS_WORKERS", 24))
-	fmt.Printf("stress, two networks on one bridge: %s\n", c)
+	t.Logf("stress, two networks on one bridge: %s", c)
 }
