@@ -138,6 +138,7 @@ type run struct {
 	leaving      map[netip.Addr]int
 	handedOut    map[netip.Addr]int
 	addsInFlight int
+	delsInFlight int
 	inFlight     int
 	maxInFlight  int
 	peakLive     int
@@ -235,8 +236,8 @@ func stressRun(t *testing.T, nets []*network, n, workers int) counts {
 
 // next picks the next operation: DEL of a random live attachment or ADD of
 // the next pending one, at random while both are possible. Adds wait while
-// maxLive attachments are live or being added, so that the pools never run
-// dry. ok is false once everything was added and deleted (or the run
+// maxLive addresses are held (live, being added or being deleted), so that
+// the pools never run dry. ok is false once everything was added and deleted (or the run
 // stopped on a failure).
 func (r *run) next(rng *rand.Rand) (del bool, a *attachment, ok bool) {
 	r.mu.Lock()
@@ -245,7 +246,9 @@ func (r *run) next(rng *rand.Rand) (del bool, a *attachment, ok bool) {
 		if r.stop {
 			return false, nil, false
 		}
-		canAdd := len(r.pending) > 0 && len(r.ready)+r.addsInFlight < r.maxLive
+		// An address is taken from the start of its ADD to the end of
+		// its DEL.
+		canAdd := len(r.pending) > 0 && len(r.ready)+r.addsInFlight+r.delsInFlight < r.maxLive
 		canDel := len(r.ready) > 0
 		if canAdd || canDel {
 			// One DEL for two ADDs while both are possible: the live
@@ -259,6 +262,7 @@ func (r *run) next(rng *rand.Rand) (del bool, a *attachment, ok bool) {
 					delete(r.holder, a.addr)
 				}
 				r.leaving[a.addr]++
+				r.delsInFlight++
 			} else {
 				a, r.pending = r.pending[0], r.pending[1:]
 				r.addsInFlight++
@@ -285,6 +289,7 @@ func (r *run) done(del bool, a *attachment, err error) {
 			delete(r.leaving, a.addr)
 		}
 		r.dels++
+		r.delsInFlight--
 	} else {
 		r.addsInFlight--
 	}
