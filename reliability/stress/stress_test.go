@@ -157,7 +157,7 @@ func (c counts) String() string {
 		c.ops, c.adds, c.dels, c.maxInFlight, c.peakLive, c.distinct, c.reused, c.took.Round(time.Millisecond))
 }
 
-// stressRun adds and deletes n attachments spread at random over nets,
+// stressRun adds and deletes n attachments spread over nets in turn,
 // with up to workers operations in flight, in a random interleaving: a
 // worker deletes a random live attachment or adds the next one, so DELs run
 // while other attachments are being added and the pools wrap around.
