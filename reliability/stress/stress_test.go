@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 // Knobs (environment), for longer local runs:
 //
 //	STRESS_ATTACHMENTS  attachments per run, each added then deleted (default 100: 200 operations)
-//	STRESS_WORKERS      operations in flight at most (default 24)
+//	STRESS_WORKERS      operations in flight at most (default 16)
 //	STRESS_POOL         addresses per network (default 40)
 //
 // Inside the test VM, an emulated guest tens of times slower, the defaults
@@ -165,7 +165,7 @@ func stressRun(t *testing.T, nets []*network, n, workers int) counts {
 	t.Helper()
 	host := plugintest.NewHost(t, "bridge")
 	r := &run{
-		t: t, host: host, nets: nets, maxLive: poolSize * 3 / 4,
+		t: t, host: host, nets: nets, maxLive: poolSize * 9 / 10,
 		rt: &cniruntime.Runtime{Path: []string{plugintest.BinDir(t)}, CacheDir: filepath.Join(t.TempDir(), "cache"),
 			HostNS: host.NS, Stderr: io.Discard},
 		holder: map[netip.Addr]*attachment{}, leaving: map[netip.Addr]int{}, handedOut: map[netip.Addr]int{},
@@ -496,7 +496,7 @@ func TestParallelOneNetwork(t *testing.T) {
 	privtest.Require(t)
 	plugintest.RequirePlugin(t, "portmap")
 	nets := []*network{newNetwork(t, "stress-one", "stressbr0", "10.91.0.0/24", true)}
-	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100, 50), knob("STRESS_WORKERS", 24, 8))
+	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100, 50), knob("STRESS_WORKERS", 16, 8))
 	t.Logf("stress, one network: %s", c)
 }
 
@@ -511,6 +511,6 @@ func TestParallelTwoNetworksOneBridge(t *testing.T) {
 		newNetwork(t, "stress-a", "stressbr0", "10.92.0.0/24", true),
 		newNetwork(t, "stress-b", "stressbr0", "10.93.0.0/24", false),
 	}
-	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100, 50), knob("STRESS_WORKERS", 24, 8))
+	c := stressRun(t, nets, knob("STRESS_ATTACHMENTS", 100, 50), knob("STRESS_WORKERS", 16, 8))
 	t.Logf("stress, two networks on one bridge: %s", c)
 }
