@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/nftcni/nftcni/cni"
 )
 
 // crossHarness is a harness whose two sides share one cache directory, so
@@ -97,6 +100,67 @@ func TestCacheWrittenByUsReadByLibcni(t *testing.T) {
 			os.WriteFile(cacheFile(h, "chain-c1-eth0"), saved, 0o600)
 			ourRecs := h.ourDo(func() { h.ours.DelNetworkList(context.Background(), ours, rt) })
 			sameRecords(t, "DEL", refRecs, ourRecs)
+		})
+	}
+}
+
+// TestCacheGCCrossRead: GC reads the other library's cache. The stale
+// attachments one side cached are deleted by the other side's GC with the
+// cached netns, CNI_ARGS, capability args and prevResult, making the same
+// plugin calls (byte-identical stdin and environment) as the writer's own
+// GC on the same cache, and leaving the same cache files.
+func TestCacheGCCrossRead(t *testing.T) {
+	for _, writer := range []string{"libcni", "ours"} {
+		t.Run("written by "+writer, func(t *testing.T) {
+			h := crossHarness(t)
+			ref, ours := h.parse(chainConf("1.1.0"))
+			for _, cid := range []string{"c1", "c2"} {
+				rt := chainRT(cid, "eth0")
+				var err error
+				if writer == "libcni" {
+					h.refDo(func() { _, err = h.ref.AddNetworkList(context.Background(), ref, h.rts(rt)) })
+				} else {
+					h.ourDo(func() { _, err = h.ours.AddNetworkList(context.Background(), ours, rt) })
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := filepath.Join(h.refCache, "results")
+			written := readDir(t, dir)
+
+			var rerr, oerr error
+			refRecs := h.refDo(func() {
+				rerr = h.ref.GCNetworkList(context.Background(), ref,
+					&libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: "c1", IfName: "eth0"}}})
+			})
+			refLeft := keys(readDir(t, dir))
+			for name, data := range written {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ourRecs := h.ourDo(func() {
+				oerr = h.ours.GCNetworkList(context.Background(), ours,
+					&GCArgs{ValidAttachments: []cni.Attachment{{ContainerID: "c1", IfName: "eth0"}}})
+			})
+			ourLeft := keys(readDir(t, dir))
+
+			sameRecords(t, "GC", refRecs, ourRecs)
+			sameErr(t, "GC", rerr, oerr)
+			if want := []string{"rec-c:DEL", "rec-b:DEL", "rec-a:DEL", "rec-a:GC", "rec-b:GC", "rec-c:GC"}; !reflect.DeepEqual(summary(ourRecs), want) {
+				t.Fatalf("GC calls %v, want %v", summary(ourRecs), want)
+			}
+			// The stale DEL is c2's, made from what the cache holds.
+			del := ourRecs[0]
+			if del.Env["CNI_CONTAINERID"] != "c2" || del.Env["CNI_NETNS"] != "/var/run/netns/test-c2" ||
+				!strings.Contains(del.Env["CNI_ARGS"], "K8S_POD_NAME=web-0") || !strings.Contains(del.Stdin, `"prevResult":`) ||
+				!strings.Contains(del.Stdin, `"runtimeConfig":{"mac":"0a:58:0a:01:02:09"}`) {
+				t.Errorf("stale DEL not made from the cache: env %v\nstdin %s", del.Env, del.Stdin)
+			}
+			if want := []string{"chain-c1-eth0"}; !reflect.DeepEqual(refLeft, want) || !reflect.DeepEqual(ourLeft, want) {
+				t.Errorf("cache after GC: libcni %v, ours %v, want %v", refLeft, ourLeft, want)
+			}
 		})
 	}
 }

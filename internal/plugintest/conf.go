@@ -43,7 +43,14 @@ func HostLocal(dir, subnet string) string {
 // reservation and listed only when left without it.
 func Reservations(t testing.TB, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "testnet"))
+	return ReservationsOf(t, dir, "testnet")
+}
+
+// ReservationsOf lists the files host-local keeps under dir for network
+// other than its lock and last-reserved hints: its reservations.
+func ReservationsOf(t testing.TB, dir, network string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, network))
 	if os.IsNotExist(err) {
 		return nil
 	}

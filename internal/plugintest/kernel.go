@@ -136,25 +136,59 @@ func SkipIfNotImplemented(t testing.TB, o Outcome) {
 // is owner's tag, in any table of ours (nftcni_*).
 func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 	t.Helper()
-	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	n, err := NFTTagged(ns, owner.OwnedBy)
 	Must(t, err)
+	return n
+}
+
+// NFTNetwork counts the nftables set elements and rules in ns tagged for
+// any attachment of network: what must be gone once every attachment of
+// the network was deleted.
+func NFTNetwork(t testing.TB, ns *netns.NS, network string) int {
+	t.Helper()
+	hash := nft.NetworkHash(network)
+	n, err := NFTTagged(ns, func(comment string) bool {
+		p, ok := nft.ParseTag(comment)
+		return ok && p.Network == hash
+	})
+	Must(t, err)
+	return n
+}
+
+// NFTTagged counts the nftables set elements and rules in ns, in any table
+// of ours (nftcni_*), whose comment satisfies match. It returns an error
+// rather than failing the test, so that goroutines other than the test's
+// may call it.
+func NFTTagged(ns *netns.NS, match func(comment string) bool) (int, error) {
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		return 0, err
+	}
 	defer c.CloseLasting()
 	tables, err := c.ListTables()
-	Must(t, err)
+	if err != nil {
+		return 0, err
+	}
 	chains, err := c.ListChains()
-	Must(t, err)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, tb := range tables {
 		if !strings.HasPrefix(tb.Name, "nftcni_") {
 			continue
 		}
 		sets, err := c.GetSets(tb)
-		Must(t, err)
+		if err != nil {
+			return 0, err
+		}
 		for _, s := range sets {
 			elems, err := c.GetSetElements(s)
-			Must(t, err)
+			if err != nil {
+				return 0, err
+			}
 			for _, e := range elems {
-				if owner.OwnedBy(e.Comment) {
+				if match(e.Comment) {
 					n++
 				}
 			}
@@ -164,13 +198,15 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 				continue
 			}
 			rules, err := c.GetRules(tb, ch)
-			Must(t, err)
+			if err != nil {
+				return 0, err
+			}
 			for _, r := range rules {
-				if cm, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && owner.OwnedBy(cm) {
+				if cm, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && match(cm) {
 					n++
 				}
 			}
 		}
 	}
-	return n
+	return n, nil
 }
