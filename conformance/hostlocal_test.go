@@ -11,6 +11,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
 // host-local conformance (contract/ipam.md §1). The tests skip until the
@@ -71,40 +73,12 @@ func (p *hlPool) stdin(t *testing.T, v string) []byte {
 	return pluginStdin(t, p.name, v, p.plugin)
 }
 
-// ownerLinkPrefix starts the names of the owner links our host-local adds
-// beside the reference's files (ipam/hostlocal/README.md, "On-disk
-// format"): ".nftcni-owner.<hash>.<address>".
-const ownerLinkPrefix = ".nftcni-owner."
-
-// store returns every file of the network directory with its content,
-// except our owner links, which are checked instead: each must be the
-// address file it names (same inode), so that what remains is exactly what
-// the reference would have written.
+// store returns every file of the network directory with its content
+// (plugintest.StoreFiles: our owner links are checked and left out, so
+// what remains is exactly what the reference would have written).
 func (p *hlPool) store(t *testing.T) map[string]string {
 	t.Helper()
-	dir := filepath.Join(p.dataDir, p.name)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatalf("store: %v", err)
-	}
-	m := map[string]string{}
-	for _, e := range ents {
-		if rest, ok := strings.CutPrefix(e.Name(), ownerLinkPrefix); ok {
-			_, addr, _ := strings.Cut(rest, ".")
-			a, errA := os.Stat(filepath.Join(dir, addr))
-			l, errL := os.Lstat(filepath.Join(dir, e.Name()))
-			if errA != nil || errL != nil || !os.SameFile(a, l) {
-				t.Errorf("store: owner link %s is not a hard link of %s", e.Name(), addr)
-			}
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatalf("store: %v", err)
-		}
-		m[e.Name()] = string(b)
-	}
-	return m
+	return plugintest.StoreFiles(t, filepath.Join(p.dataDir, p.name))
 }
 
 func (p *hlPool) wantStore(t *testing.T, want map[string]string) {

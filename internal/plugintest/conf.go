@@ -37,17 +37,16 @@ func HostLocal(dir, subnet string) string {
 	return fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":%q}]]}`, dir, subnet)
 }
 
-// Reservations lists the addresses host-local holds under dir for
-// network testnet: every file but lock and last_reserved_ip.*, except
-// that an owner link (ipam/hostlocal/README.md) is part of its address's
-// reservation and listed only when left without it.
+// Reservations is ReservationsOf network testnet.
 func Reservations(t testing.TB, dir string) []string {
 	t.Helper()
 	return ReservationsOf(t, dir, "testnet")
 }
 
 // ReservationsOf lists the files host-local keeps under dir for network
-// other than its lock and last-reserved hints: its reservations.
+// other than its lock and last-reserved hints: its reservations. An owner
+// link (ipam/hostlocal/README.md) is part of its address's reservation and
+// listed only when left without it.
 func ReservationsOf(t testing.TB, dir, network string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(dir, network))
@@ -70,6 +69,32 @@ func ReservationsOf(t testing.TB, dir, network string) []string {
 		if !strings.HasPrefix(n, "last_reserved_ip") && n != "lock" {
 			out = append(out, n)
 		}
+	}
+	return out
+}
+
+// StoreFiles returns every file of a host-local network directory with
+// its content, as the reference would have left it: our owner links
+// (ipam/hostlocal/README.md) are checked instead — each must be a hard
+// link of the address file it names — and left out.
+func StoreFiles(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	Must(t, err)
+	out := map[string]string{}
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), ".nftcni-owner."); ok {
+			_, addr, _ := strings.Cut(rest, ".")
+			a, errA := os.Stat(filepath.Join(dir, addr))
+			l, errL := os.Lstat(filepath.Join(dir, e.Name()))
+			if errA != nil || errL != nil || !os.SameFile(a, l) {
+				t.Errorf("store: owner link %s is not a hard link of %s", e.Name(), addr)
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		Must(t, err)
+		out[e.Name()] = string(b)
 	}
 	return out
 }

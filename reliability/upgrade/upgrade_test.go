@@ -138,18 +138,11 @@ func (n *node) cliOK(env []string, args ...string) string {
 
 func (n *node) storeDir() string { return filepath.Join(n.dataDir, network) }
 
-// store returns every file of the network's host-local directory.
+// store returns every file of the network's host-local directory
+// (plugintest.StoreFiles: our owner links are checked and left out).
 func (n *node) store() map[string]string {
 	n.t.Helper()
-	ents, err := os.ReadDir(n.storeDir())
-	plugintest.Must(n.t, err)
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(n.storeDir(), e.Name()))
-		plugintest.Must(n.t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
+	return plugintest.StoreFiles(n.t, n.storeDir())
 }
 
 func (n *node) wantStore(what string, want map[string]string) {
