@@ -342,6 +342,8 @@ func snapshot(host *netns.NS, ipamDir, cacheDir string) string {
 	for _, e := range entries {
 		if _, err := netip.ParseAddr(e.Name()); err == nil {
 			files = append(files, e.Name()+" (reservation)")
+		} else if strings.HasPrefix(e.Name(), ".nftcni-owner.") {
+			files = append(files, e.Name()+" (reservation's owner link)")
 		} else {
 			files = append(files, e.Name())
 		}
