@@ -337,14 +337,10 @@ func keys(id, ifname string) (pair, legacy string) {
 // tells (ownerLink). A hash match is confirmed by the content too.
 func (s *store) mayOwn(l listing, id, ifname string) []owner {
 	h := ownerHash(id, ifname)
-	var out []owner
-	for _, o := range s.owners(l, func(e entry) bool {
+	return s.owners(l, func(e entry) bool {
 		hash, linked := l.owner[e.name]
 		return !linked || hash == h
-	}) {
-		out = append(out, o)
-	}
-	return out
+	})
 }
 
 // ownedBy lists the addresses held by (id, ifname), including legacy files
