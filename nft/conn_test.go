@@ -142,3 +142,35 @@ func kernelAtLeast(t *testing.T, want string) bool {
 	fmt.Sscanf(want, "%d.%d", &wmaj, &wmin)
 	return maj > wmaj || maj == wmaj && min >= wmin
 }
+
+// TestHoldCloses: while a hold is in effect Close leaves the socket open
+// (it still answers), nested holds close nothing, and the outermost release
+// closes what was handed to it.
+func TestHoldCloses(t *testing.T) {
+	c := openTest(t)
+	outer := HoldCloses()
+	inner := HoldCloses()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close while held: %v", err)
+	}
+	if _, err := c.genID(); err != nil {
+		t.Fatalf("socket closed while held: %v", err)
+	}
+	inner()
+	inner() // a release is idempotent
+	if _, err := c.genID(); err != nil {
+		t.Fatalf("socket closed by an inner release: %v", err)
+	}
+	outer()
+	if _, err := c.genID(); err == nil {
+		t.Fatal("socket still open after the outermost release")
+	}
+	// No hold: Close closes at once.
+	d := openTest(t)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.genID(); err == nil {
+		t.Fatal("socket still open after Close")
+	}
+}
