@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -105,7 +106,9 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
+		crashpoint.Hit("tuning:backup:before") // temp file written
 		err = os.Rename(tmp, filepath.Join(dir, name))
+		crashpoint.Hit("tuning:backup:after")
 	}
 	if err != nil {
 		os.Remove(tmp)
