@@ -117,6 +117,22 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	return nil
 }
 
+// removeScratch removes the temp files writeFileAtomic left for backup
+// name when its ADD was killed between creating and renaming one. Only
+// that attachment's ADD writes them, and a runtime never runs it alongside
+// the attachment's DEL, so DEL may remove them. Best effort.
+func removeScratch(dir, name string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "."+name+".tmp") {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
 // restoreLink puts the recorded values back on ifName, in the reference's
 // order (MTU, MAC, promisc, allmulti, txqueuelen), going on after a
 // failure; the failures are joined with "; " as the reference does.
