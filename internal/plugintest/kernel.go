@@ -136,6 +136,13 @@ func SkipIfNotImplemented(t testing.TB, o Outcome) {
 // is owner's tag, in any table of ours (nftcni_*).
 func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 	t.Helper()
+	return len(NFTTagged(t, ns, owner.OwnedBy))
+}
+
+// NFTTagged lists the comments of the nftables set elements and rules in
+// ns, in any table of ours (nftcni_*), for which match is true.
+func NFTTagged(t testing.TB, ns *netns.NS, match func(comment string) bool) []string {
+	t.Helper()
 	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
 	Must(t, err)
 	defer c.CloseLasting()
@@ -143,7 +150,7 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 	Must(t, err)
 	chains, err := c.ListChains()
 	Must(t, err)
-	n := 0
+	var out []string
 	for _, tb := range tables {
 		if !strings.HasPrefix(tb.Name, "nftcni_") {
 			continue
@@ -154,8 +161,8 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 			elems, err := c.GetSetElements(s)
 			Must(t, err)
 			for _, e := range elems {
-				if owner.OwnedBy(e.Comment) {
-					n++
+				if match(e.Comment) {
+					out = append(out, e.Comment)
 				}
 			}
 		}
@@ -166,11 +173,11 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 			rules, err := c.GetRules(tb, ch)
 			Must(t, err)
 			for _, r := range rules {
-				if cm, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && owner.OwnedBy(cm) {
-					n++
+				if cm, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && match(cm) {
+					out = append(out, cm)
 				}
 			}
 		}
 	}
-	return n
+	return out
 }
