@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nftcni/nftcni/internal/crashpoint"
 )
 
 // registry maps plugin names to in-process implementations; the multi-call
@@ -159,6 +161,7 @@ func delegate(ctx context.Context, typ, cmd string, a *CmdArgs) ([]byte, error) 
 		return nil, err
 	}
 	env := delegateEnv(a, cmd)
+	crashAt(typ, cmd, "before")
 	var stderr bytes.Buffer
 	var stdout []byte
 	status := 0
@@ -170,6 +173,7 @@ func delegate(ctx context.Context, typ, cmd string, a *CmdArgs) ([]byte, error) 
 			return nil, err
 		}
 	}
+	crashAt(typ, cmd, "after")
 	if status != 0 {
 		return nil, childError(stdout, stderr.Bytes(), fmt.Sprintf("exit status %d", status))
 	}
@@ -227,4 +231,13 @@ func childError(stdout, stderr []byte, exit string) error {
 		return &Error{Code: CodeUnknown, Msg: fmt.Sprintf("netplugin failed: %q", stderr)}
 	}
 	return &Error{Code: CodeUnknown, Msg: "netplugin failed with no error message: " + exit}
+}
+
+// crashAt marks a delegation (to IPAM, in-process or not) as a step where
+// the crash-injection suite may kill the process: "delegate:host-local:ADD:
+// after" is the instant the address is reserved but not yet used.
+func crashAt(typ, cmd, when string) {
+	if crashpoint.Enabled {
+		crashpoint.Hit("delegate:" + typ + ":" + cmd + ":" + when)
+	}
 }

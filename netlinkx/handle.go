@@ -132,8 +132,12 @@ func (h *Handle) exchange(m rtnetlink.Message, typ uint16, flags netlink.HeaderF
 }
 
 // do performs a change request and waits for the kernel's acknowledgement.
+// Every change to a namespace's links, addresses, routes and rules goes
+// through here, so it is also where crash injection marks its steps.
 func (h *Handle) do(m rtnetlink.Message, typ uint16, flags netlink.HeaderFlags) error {
+	crashAt(typ, "before")
 	_, _, err := h.exchange(m, typ, netlink.Request|netlink.Acknowledge|flags)
+	crashAt(typ, "after")
 	return err
 }
 

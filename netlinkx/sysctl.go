@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netns"
 )
 
@@ -78,7 +79,8 @@ func SetSysctl(ns *netns.NS, name, value string) error {
 	if err != nil {
 		return err
 	}
-	return inNS(ns, func() error {
+	crashpoint.Hit("sysctl:write:before")
+	err = inNS(ns, func() error {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
 			return err
@@ -89,4 +91,6 @@ func SetSysctl(ns *netns.NS, name, value string) error {
 		}
 		return f.Close()
 	})
+	crashpoint.Hit("sysctl:write:after")
+	return err
 }

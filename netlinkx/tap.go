@@ -7,6 +7,8 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/crashpoint"
 )
 
 // Tap devices cannot be created over rtnetlink (the tun driver refuses
@@ -75,9 +77,11 @@ func (h *Handle) AddTap(s TapSpec) error {
 			return &Error{Op: fmt.Sprintf("setting group %d of tap %q", *s.Group, s.Name), Err: err}
 		}
 	}
+	crashpoint.Hit("tap:persist:before")
 	if err := unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1); err != nil {
 		return &Error{Op: fmt.Sprintf("making tap %q persistent", s.Name), Err: err}
 	}
+	crashpoint.Hit("tap:persist:after")
 	return nil
 }
 

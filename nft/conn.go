@@ -11,6 +11,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netns"
 )
 
@@ -250,9 +251,11 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 	if !checkOnly {
 		out = append(out, netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_MSG_BATCH_END), Flags: netlink.Request}, Data: nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)})
 	}
+	crashAt(checkOnly, "before")
 	if _, err := c.nl.SendMessages(out); err != nil {
 		return fmt.Errorf("sending nftables batch: %w", plain(err))
 	}
+	crashAt(checkOnly, "after") // committed (or refused), answer unread
 	// Deadlines are best effort: only a fake socket lacks them, and a fake
 	// always answers.
 	_ = c.nl.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -291,6 +294,14 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 		return errors.Join(dedup(errs)...)
 	}
 	return nil
+}
+
+// crashAt marks a real (not check-only) batch as a step where the
+// crash-injection suite may kill the process (internal/crashpoint).
+func crashAt(checkOnly bool, when string) {
+	if crashpoint.Enabled && !checkOnly {
+		crashpoint.Hit("nft:batch:" + when)
+	}
 }
 
 // dedup drops repeated error texts: a failed batch often reports the same

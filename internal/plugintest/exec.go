@@ -24,11 +24,18 @@ import (
 // binary is built once per test process and each call is a fresh process
 // forked from a thread inside the test's host namespace.
 
+// builds holds one build per set of build tags ("" for the normal one),
+// made on first use.
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	buildMu sync.Mutex
+	builds  = map[string]*built{}
 )
+
+type built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 // Main runs the package's tests and then removes the binary the exec
 // harness built. Use it from TestMain:
@@ -36,9 +43,13 @@ var (
 //	func TestMain(m *testing.M) { plugintest.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
+	buildMu.Lock()
+	for _, b := range builds {
+		if b.dir != "" {
+			_ = os.RemoveAll(b.dir)
+		}
 	}
+	buildMu.Unlock()
 	os.Exit(code)
 }
 
@@ -60,15 +71,16 @@ func moduleRoot() (string, error) {
 // at hand (the test VM), the runner ships the binary next to the tests.
 const BinaryEnv = "NFTCNI_TEST_BINARY"
 
-// build compiles ./cmd/nftcni (or copies the binary BinaryEnv names) and
-// installs its plugin links in <dir>/bin.
-func build() (string, error) {
+// build compiles ./cmd/nftcni with the build tags (or, without tags,
+// copies the binary BinaryEnv names) and installs its plugin links in
+// <dir>/bin.
+func build(tags string) (string, error) {
 	dir, err := os.MkdirTemp("", "nftcni-exec-")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "nftcni")
-	if pre := os.Getenv(BinaryEnv); pre != "" {
+	if pre := os.Getenv(BinaryEnv); pre != "" && tags == "" {
 		data, err := os.ReadFile(pre)
 		if err == nil {
 			err = os.WriteFile(bin, data, 0o755)
@@ -83,12 +95,12 @@ func build() (string, error) {
 			os.RemoveAll(dir)
 			return "", err
 		}
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/nftcni")
+		cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/nftcni")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
-			return "", fmt.Errorf("go build ./cmd/nftcni: %v\n%s", err, out)
+			return "", fmt.Errorf("go build -tags %q ./cmd/nftcni: %v\n%s", tags, err, out)
 		}
 	}
 	if out, err := exec.Command(bin, "install", filepath.Join(dir, "bin")).CombinedOutput(); err != nil {
@@ -102,11 +114,26 @@ func build() (string, error) {
 // directory holding one link per plugin: what CNI_PATH should name.
 func BinDir(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { buildDir, buildErr = build() })
-	if buildErr != nil {
-		t.Fatalf("building nftcni for exec tests: %v", buildErr)
+	return BinDirTags(t, "")
+}
+
+// BinDirTags is BinDir for a binary built with the given build tags
+// (comma-separated, e.g. "nftcni_crashpoints"), built once per tag set.
+// BinaryEnv applies to the untagged build only.
+func BinDirTags(t testing.TB, tags string) string {
+	t.Helper()
+	buildMu.Lock()
+	b := builds[tags]
+	if b == nil {
+		b = &built{}
+		builds[tags] = b
 	}
-	return filepath.Join(buildDir, "bin")
+	buildMu.Unlock()
+	b.once.Do(func() { b.dir, b.err = build(tags) })
+	if b.err != nil {
+		t.Fatalf("building nftcni for exec tests: %v", b.err)
+	}
+	return filepath.Join(b.dir, "bin")
 }
 
 // HasPlugin reports whether the built binary provides plugin (e.g.

@@ -136,9 +136,9 @@ func SkipIfNotImplemented(t testing.TB, o Outcome) {
 // is owner's tag, in any table of ours (nftcni_*).
 func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 	t.Helper()
-	n, err := NFTTagged(ns, owner.OwnedBy)
+	tagged, err := NFTTagged(ns, owner.OwnedBy)
 	Must(t, err)
-	return n
+	return len(tagged)
 }
 
 // NFTNetwork counts the nftables set elements and rules in ns tagged for
@@ -147,49 +147,49 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 func NFTNetwork(t testing.TB, ns *netns.NS, network string) int {
 	t.Helper()
 	hash := nft.NetworkHash(network)
-	n, err := NFTTagged(ns, func(comment string) bool {
+	tagged, err := NFTTagged(ns, func(comment string) bool {
 		p, ok := nft.ParseTag(comment)
 		return ok && p.Network == hash
 	})
 	Must(t, err)
-	return n
+	return len(tagged)
 }
 
-// NFTTagged counts the nftables set elements and rules in ns, in any table
-// of ours (nftcni_*), whose comment satisfies match. It returns an error
-// rather than failing the test, so that goroutines other than the test's
-// may call it.
-func NFTTagged(ns *netns.NS, match func(comment string) bool) (int, error) {
+// NFTTagged lists the comments of the nftables set elements and rules in
+// ns, in any table of ours (nftcni_*), that satisfy match. It returns an
+// error rather than failing the test, so that goroutines other than the
+// test's may call it.
+func NFTTagged(ns *netns.NS, match func(comment string) bool) ([]string, error) {
 	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer c.CloseLasting()
 	tables, err := c.ListTables()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	chains, err := c.ListChains()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var out []string
 	for _, tb := range tables {
 		if !strings.HasPrefix(tb.Name, "nftcni_") {
 			continue
 		}
 		sets, err := c.GetSets(tb)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		for _, s := range sets {
 			elems, err := c.GetSetElements(s)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			for _, e := range elems {
 				if match(e.Comment) {
-					n++
+					out = append(out, e.Comment)
 				}
 			}
 		}
@@ -199,14 +199,14 @@ func NFTTagged(ns *netns.NS, match func(comment string) bool) (int, error) {
 			}
 			rules, err := c.GetRules(tb, ch)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			for _, r := range rules {
 				if cm, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && match(cm) {
-					n++
+					out = append(out, cm)
 				}
 			}
 		}
 	}
-	return n, nil
+	return out, nil
 }

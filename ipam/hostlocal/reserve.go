@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/crashpoint"
 )
 
 // Writes to the store. Every one goes through a fully written temp file in
@@ -48,10 +50,12 @@ func (s *store) writeLastReserved(idx int, addr netip.Addr) error {
 		return err
 	}
 	name := lastIPFilePrefix + strconv.Itoa(idx)
+	crashpoint.Hit("hostlocal:lastreserved:before")
 	if err := unix.Renameat(s.dirFD, tmp, s.dirFD, name); err != nil {
 		_ = unix.Unlinkat(s.dirFD, tmp, 0)
 		return &os.LinkError{Op: "rename", Old: s.path(tmp), New: s.path(name), Err: err}
 	}
+	crashpoint.Hit("hostlocal:lastreserved:after")
 	return nil
 }
 
@@ -111,7 +115,9 @@ func (s *store) newReservation(id, ifname string) (*reservation, error) {
 // exists already (taken, or anything else squatting on it).
 func (r *reservation) claim(addr netip.Addr) (bool, error) {
 	name := addr.String()
+	crashpoint.Hit("hostlocal:reserve:before") // the temp file is written
 	err := unix.Linkat(r.s.dirFD, r.tmp, r.s.dirFD, name, 0)
+	crashpoint.Hit("hostlocal:reserve:after")
 	if errors.Is(err, unix.EEXIST) {
 		return false, nil
 	}

@@ -22,12 +22,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 
 	tc "github.com/florianl/go-tc"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -176,10 +178,12 @@ func parseTcmsg(b []byte) (header, []byte, bool) {
 func (h *Handle) change(typ netlink.HeaderType, flags netlink.HeaderFlags, data []byte) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	crashAt(typ, "before")
 	_, err := h.raw.Execute(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags},
 		Data:   data,
 	})
+	crashAt(typ, "after")
 	return err
 }
 
@@ -258,10 +262,12 @@ func (h *Handle) AddIngress(ifindex int) error {
 	op := fmt.Sprintf("adding ingress qdisc to link %d", ifindex)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	crashAt(unix.RTM_NEWQDISC, "before")
 	err := h.tc.Qdisc().Add(&tc.Object{
 		Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: uint32(ifindex), Handle: IngressHandle, Parent: Ingress},
 		Attribute: tc.Attribute{Kind: "ingress"},
 	})
+	crashAt(unix.RTM_NEWQDISC, "after")
 	if err != nil {
 		return fail(op, err)
 	}
@@ -383,6 +389,7 @@ func (h *Handle) AddRedirect(ifindex int, parent uint32, prio uint16, target int
 	info := uint32(prio)<<16 | uint32(htons(unix.ETH_P_ALL))
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	crashAt(unix.RTM_NEWTFILTER, "before")
 	err := h.tc.Filter().Add(&tc.Object{
 		Msg: tc.Msg{Family: unix.AF_UNSPEC, Ifindex: uint32(ifindex), Parent: parent, Info: info},
 		Attribute: tc.Attribute{Kind: "u32", U32: &tc.U32{
@@ -398,6 +405,7 @@ func (h *Handle) AddRedirect(ifindex int, parent uint32, prio uint16, target int
 			}},
 		}},
 	})
+	crashAt(unix.RTM_NEWTFILTER, "after")
 	if err != nil {
 		return fail(op, err)
 	}
@@ -518,4 +526,21 @@ func decodeMirredRedirect(act []byte) (target int, ok bool, err error) {
 		}
 	}
 	return target, ok, ad.Err()
+}
+
+// crashAt marks a tc change as a step where the crash-injection suite may
+// kill the process (internal/crashpoint); compiled out of normal builds.
+func crashAt(typ netlink.HeaderType, when string) {
+	if crashpoint.Enabled {
+		name := "RTM_" + strconv.Itoa(int(typ))
+		switch typ {
+		case unix.RTM_NEWQDISC:
+			name = "RTM_NEWQDISC"
+		case unix.RTM_DELQDISC:
+			name = "RTM_DELQDISC"
+		case unix.RTM_NEWTFILTER:
+			name = "RTM_NEWTFILTER"
+		}
+		crashpoint.Hit("tc:" + name + ":" + when)
+	}
 }

@@ -395,7 +395,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 
 // ensureAddr puts gateway address gw on link l (contract §1.5). An equal
 // address ends the procedure; any other IPv4 address, or an overlapping
-// IPv6 one, is a conflict that forceAddress resolves by deleting it. After
+// IPv6 one, is a conflict that forceAddress resolves by deleting it. Before
 // adding, the link's MAC is set to the MAC it had when looked up, which
 // pins a bridge's MAC (it would otherwise follow its ports).
 func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force bool) error {
@@ -421,17 +421,39 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 			}
 		}
 	}
+	// The MAC is pinned before the address is added: an ADD killed in
+	// between must not leave a gateway on a bridge whose MAC still follows
+	// its ports, since the next ADD stops at the equal address above. A
+	// bridge that lost all its ports before being pinned (such a killed
+	// ADD, then DEL) has the zero MAC, which cannot be set; it is pinned
+	// to the MAC it took from the port just attached.
+	mac := l.MAC
+	if isZeroMAC(mac) {
+		if cur, err := hh.LinkByName(l.Name); err == nil {
+			mac = cur.MAC
+		}
+	}
+	if len(mac) > 0 && !isZeroMAC(mac) {
+		if err := hh.SetMAC(l.Name, mac); err != nil {
+			return fmt.Errorf("could not set bridge's mac: %w", vethplugin.Unwrap(err))
+		}
+	}
 	// No DAD for the gateway: IPAM never hands it out, and with DAD the
 	// container's IPv6 default route is unusable for the first ~2 s.
 	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, vethplugin.Unwrap(err))
 	}
-	if len(l.MAC) > 0 {
-		if err := hh.SetMAC(l.Name, l.MAC); err != nil {
-			return fmt.Errorf("could not set bridge's mac: %w", vethplugin.Unwrap(err))
+	return nil
+}
+
+// isZeroMAC reports an all-zero hardware address (an empty one is not).
+func isZeroMAC(mac net.HardwareAddr) bool {
+	for _, b := range mac {
+		if b != 0 {
+			return false
 		}
 	}
-	return nil
+	return len(mac) > 0
 }
 
 // announceAddrs sends a gratuitous ARP / unsolicited neighbour

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 )
 
@@ -82,10 +83,12 @@ func writeState(path string, s savedDevice) error {
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("writing device state: %w", err)
 	}
+	crashpoint.Hit("hostdevice:state:before") // temp file written
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing device state: %w", err)
 	}
+	crashpoint.Hit("hostdevice:state:after")
 	return nil
 }
 

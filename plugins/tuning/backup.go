@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -105,13 +106,31 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
+		crashpoint.Hit("tuning:backup:before") // temp file written
 		err = os.Rename(tmp, filepath.Join(dir, name))
+		crashpoint.Hit("tuning:backup:after")
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("failed to save file %s: %w", name, err)
 	}
 	return nil
+}
+
+// removeScratch removes the temp files writeFileAtomic left for backup
+// name when its ADD was killed between creating and renaming one. Only
+// that attachment's ADD writes them, and a runtime never runs it alongside
+// the attachment's DEL, so DEL may remove them. Best effort.
+func removeScratch(dir, name string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "."+name+".tmp") {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // restoreLink puts the recorded values back on ifName, in the reference's

@@ -223,6 +223,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	path := filepath.Join(conf.DataDir, backupName(a.ContainerID, a.IfName))
+	removeScratch(conf.DataDir, backupName(a.ContainerID, a.IfName))
 	data, err := readFile(path)
 	if err != nil {
 		a.Logf("tuning: reading backup: %v", err)

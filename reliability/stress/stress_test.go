@@ -404,10 +404,10 @@ func reservedFor(a *attachment) error {
 // raced with another plugin's change may come back short, so a missing
 // state is read again before it counts.
 func nftOwned(host *netns.NS, a *attachment, want bool) error {
-	var n int
+	var tagged []string
 	var err error
 	for range 3 {
-		if n, err = plugintest.NFTTagged(host, a.nftOwner().OwnedBy); err == nil && (n > 0) == want {
+		if tagged, err = plugintest.NFTTagged(host, a.nftOwner().OwnedBy); err == nil && (len(tagged) > 0) == want {
 			return nil
 		}
 		plugintest.SleepBrief()
@@ -415,7 +415,7 @@ func nftOwned(host *netns.NS, a *attachment, want bool) error {
 	if err != nil {
 		return fmt.Errorf("listing nftables: %w", err)
 	}
-	return fmt.Errorf("%d nftables objects of %s, want some: %v", n, a.id, want)
+	return fmt.Errorf("%d nftables objects of %s, want some: %v", len(tagged), a.id, want)
 }
 
 // onlyLo checks that the container namespace has nothing but lo left.
