@@ -31,6 +31,15 @@ func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableEx
 // reads as empty.
 func (tx *Tx) Elements(s *nftables.Set) ([]Element, error) { return tx.c.elements(s) }
 
+// Lookup reads the elements of s with the keys (and key ends) of keys, one
+// non-dump request per key, so its cost does not grow with the size of the
+// set as Elements' does. Absent keys (and a missing table or set) are
+// simply not in the result; any other error is returned, and callers fall
+// back to Elements. For interval sets the kernel may answer with an
+// element that contains the key rather than one with exactly that key and
+// end: compare with SameElement.
+func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { return tx.c.lookup(s, keys) }
+
 // Rules reads the rules of ch, in order, with their handles and comments;
 // a missing chain reads as empty.
 func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }

@@ -1,0 +1,142 @@
+package nft_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
+
+var (
+	masqTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: masq.TableName}
+	masq4     = &nftables.Set{Table: masqTable, Name: "masq4"}
+	exempt4   = &nftables.Set{Table: masqTable, Name: "exempt4", Interval: true, Concatenation: true}
+)
+
+// Lookup against the running kernel: an exact key of a hash set, a range
+// (key and key end) of a concatenated interval set (pipapo), and the
+// owners set's marker are found with their comments; absent keys, sets
+// and tables are simply not found. The fast path of Setup relies on each.
+func TestLiveLookup(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "lk", ContainerID: "aaaa", IfName: "eth0"}
+	if els, err := c.Lookup(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 0 {
+		t.Fatalf("no table: %v, %v", els, err)
+	}
+	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	exempt := nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: a.Tag()}
+	for _, tc := range []struct {
+		name string
+		set  *nftables.Set
+		keys []nft.Element
+		want []nft.Element
+	}{
+		{"hash, present", masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
+		{"hash, absent", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}}, nil},
+		{"hash, one of two", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}, {Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
+		{"interval, exact range", exempt4, []nft.Element{{Key: exempt.Key, KeyEnd: exempt.KeyEnd}}, []nft.Element{exempt}},
+		{"interval, other address", exempt4, []nft.Element{{Key: []byte{10, 7, 0, 0, 10, 7, 0, 6}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 6}}}, nil},
+		{"marker", nft.OwnersSet(masqTable), []nft.Element{a.Marker()}, []nft.Element{a.Marker()}},
+		{"no such set", &nftables.Set{Table: masqTable, Name: "nosuch"}, []nft.Element{{Key: []byte{1, 2, 3, 4}}}, nil},
+	} {
+		got, err := c.Lookup(tc.set, tc.keys)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d elements %v, want %v", tc.name, len(got), got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !nft.SameElement(got[i], tc.want[i]) {
+				t.Errorf("%s: got %+v, want %+v", tc.name, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// The life of two owners through both paths, on the running kernel: A's
+// first Setup (no table: nothing read), A again with another address
+// (marker present: slow path, old elements replaced), B taking over A's
+// address (no marker: fast path, finding A's elements by lookup), and both
+// torn down, which leaves nothing owned behind, markers included.
+func TestLiveFastAndSlowPaths(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "fp", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "fp", ContainerID: "bbbb", IfName: "eth0"}
+	owned := func() map[string][]string {
+		t.Helper()
+		els, err := c.OwnedElements()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, e := range els {
+			out[e.Set] = append(out[e.Set], e.Comment)
+		}
+		return out
+	}
+	step := func(name string, op func() error, wantFast, wantFallback int64) {
+		t.Helper()
+		fast0, fb0 := nft.SetupPaths()
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fast, fb := nft.SetupPaths()
+		if fast-fast0 != wantFast || fb-fb0 != wantFallback {
+			t.Errorf("%s: %d fast paths, %d fallbacks; want %d, %d", name, fast-fast0, fb-fb0, wantFast, wantFallback)
+		}
+	}
+	step("A fresh", func() error { return masq.Setup(ns, a, pfx("10.8.0.5/24")) }, 0, 0)
+	step("A again, other address", func() error { return masq.Setup(ns, a, pfx("10.8.0.6/24")) }, 0, 0)
+	got, err := c.Elements(masq4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || netip.AddrFrom4([4]byte(got[0].Key)).String() != "10.8.0.6" || got[0].Comment != a.Tag() {
+		t.Errorf("masq4 after A's second Setup: %+v", got)
+	}
+	step("B takes over", func() error { return masq.Setup(ns, b, pfx("10.8.0.6/24")) }, 1, 0)
+	for set, want := range map[string][]string{"masq4": {b.Tag()}, "exempt4": {b.Tag()}, "owners": {a.Tag(), b.Tag()}} {
+		o := owned()[set]
+		if len(o) != len(want) {
+			t.Errorf("%s after take-over: %q, want %q", set, o, want)
+		}
+		for _, w := range want {
+			found := false
+			for _, g := range o {
+				found = found || g == w
+			}
+			if !found {
+				t.Errorf("%s after take-over: %q, want %q", set, o, want)
+			}
+		}
+	}
+	for _, o := range []nft.Owner{a, b} {
+		if err := masq.Teardown(ns, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := owned(); len(o) != 0 {
+		t.Errorf("after both Teardowns: %q", o)
+	}
+}
