@@ -8,6 +8,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/nft/masq"
 )
 
@@ -83,18 +84,6 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	defer c.Close()
 	a := nft.Owner{Network: "fp", ContainerID: "aaaa", IfName: "eth0"}
 	b := nft.Owner{Network: "fp", ContainerID: "bbbb", IfName: "eth0"}
-	owned := func() map[string][]string {
-		t.Helper()
-		els, err := c.OwnedElements()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]string{}
-		for _, e := range els {
-			out[e.Set] = append(out[e.Set], e.Comment)
-		}
-		return out
-	}
 	step := func(name string, op func() error, wantFast, wantFallback int64) {
 		t.Helper()
 		fast0, fb0 := nft.SetupPaths()
@@ -116,27 +105,12 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Errorf("masq4 after A's second Setup: %+v", got)
 	}
 	step("B takes over", func() error { return masq.Setup(ns, b, pfx("10.8.0.6/24")) }, 1, 0)
-	for set, want := range map[string][]string{"masq4": {b.Tag()}, "exempt4": {b.Tag()}, "owners": {a.Tag(), b.Tag()}} {
-		o := owned()[set]
-		if len(o) != len(want) {
-			t.Errorf("%s after take-over: %q, want %q", set, o, want)
-		}
-		for _, w := range want {
-			found := false
-			for _, g := range o {
-				found = found || g == w
-			}
-			if !found {
-				t.Errorf("%s after take-over: %q, want %q", set, o, want)
-			}
-		}
-	}
+	nfttest.ExpectOwned(t, ns, "after B's take-over",
+		"inet masq4 "+b.Tag(), "inet exempt4 "+b.Tag(), "inet owners "+a.Tag(), "inet owners "+b.Tag())
 	for _, o := range []nft.Owner{a, b} {
 		if err := masq.Teardown(ns, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if o := owned(); len(o) != 0 {
-		t.Errorf("after both Teardowns: %q", o)
-	}
+	nfttest.ExpectOwned(t, ns, "after both Teardowns")
 }

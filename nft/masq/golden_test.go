@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
@@ -149,14 +148,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 // exact lookup could not see), Setup runs once more on the slow path, and
 // that is what counts.
 func TestSetupFallsBackToSlowPath(t *testing.T) {
-	refused := false
-	f := &nfttest.Fake{State: existing(), Reject: func(m netlink.Message) unix.Errno {
-		if !refused && int(m.Header.Type)&0xff == unix.NFT_MSG_NEWSETELEM {
-			refused = true
-			return unix.ENOTEMPTY
-		}
-		return 0
-	}}
+	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
 	nfttest.Use(t, &store.Open, f)
 	if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
 		t.Fatal(err)

@@ -550,6 +550,21 @@ func DelMarkerNote(table string, o nft.Owner) string {
 	return `nft delete element ` + table + ` owners { "` + o.AttachmentHash() + `" }`
 }
 
+// RejectFirstElements is a Fake.Reject refusing the first NEWSETELEM it
+// sees with errno, as a kernel refuses an element overlapping an interval
+// (ENOTEMPTY), and accepting everything after: a fast-path batch fails,
+// the slow path's passes.
+func RejectFirstElements(errno unix.Errno) func(netlink.Message) unix.Errno {
+	refused := false
+	return func(m netlink.Message) unix.Errno {
+		if !refused && int(m.Header.Type)&0xff == unix.NFT_MSG_NEWSETELEM {
+			refused = true
+			return errno
+		}
+		return 0
+	}
+}
+
 // Dumps returns the set-element dumps among f's reads: none on a Setup's
 // fast path.
 func (f *Fake) Dumps() []string {
