@@ -35,8 +35,10 @@
 //     Setup batch and removed by DEL and GC with its other elements. A
 //     Setup first asks for its marker (one GET): absent — every first ADD
 //     — it reads only the elements with the keys it wants (Tx.Lookup, one
-//     GET per key), which is all take-over and conflict decisions need;
-//     present, it reads whole sets as before. Any failure of the fast path
+//     GET per key), which is all take-over and conflict decisions need,
+//     and creates its elements with NLM_F_EXCL (Batch.ReplaceLookedUp), so
+//     that anything the lookups missed fails the batch rather than being
+//     silently kept; present, it reads whole sets as before. Any failure of the fast path
 //     reruns the Setup once on the slow path, which stays the reference
 //     semantics (TaggedTable.Setup). Known limit: state written by an
 //     nftcni without markers has none, so an owner's first Setup after an

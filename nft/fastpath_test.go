@@ -1,10 +1,13 @@
 package nft_test
 
 import (
+	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/nft"
@@ -67,6 +70,53 @@ func TestLiveLookup(t *testing.T) {
 				t.Errorf("%s: got %+v, want %+v", tc.name, got[i], tc.want[i])
 			}
 		}
+	}
+}
+
+// The fast path's safety net on the running kernel: an element created
+// (NLM_F_EXCL, Batch.CreateElements) with a key the set already holds —
+// what a lookup that missed an element would lead to — fails the batch
+// with EEXIST in a hash set and with EEXIST or ENOTEMPTY (overlap) in a
+// concatenated interval set, where a plain add would succeed and keep the
+// existing element's comment.
+func TestLiveCreateOfExistingKeyFails(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "cr", ContainerID: "aaaa", IfName: "eth0"}
+	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  *nftables.Set
+		e    nft.Element
+		want []error
+	}{
+		{"hash, same key", masq4, nft.Element{Key: []byte{10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST}},
+		{"interval, same range", exempt4, nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST, unix.ENOTEMPTY}},
+		{"interval, overlapping range", exempt4, nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 127, 10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST, unix.ENOTEMPTY}},
+	} {
+		err := c.Update(func(tx *nft.Tx) error {
+			tx.Batch().CreateElements(tc.set, []nft.Element{tc.e})
+			return nil
+		})
+		if !slices.ContainsFunc(tc.want, func(w error) bool { return errors.Is(err, w) }) {
+			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
+		}
+	}
+	// And the plain add the slow path uses succeeds, keeping the comment.
+	if err := c.Update(func(tx *nft.Tx) error {
+		tx.Batch().AddElements(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: "x"}})
+		return nil
+	}); err != nil {
+		t.Errorf("plain add of an existing key: %v", err)
+	}
+	if els, err := c.Lookup(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 1 || els[0].Comment != a.Tag() {
+		t.Errorf("after the plain add: %+v, %v", els, err)
 	}
 }
 

@@ -70,7 +70,9 @@ func (t *TaggedTable) open(ns *netns.NS) (*Conn, error) {
 // previous elements with other keys. The fast path, when the table exists
 // but owner's marker does not, reads only the elements with the wanted
 // keys (Tx.Lookup), which is all that take-over decisions need when owner
-// has nothing else. If anything on the fast path fails — a read, the plan,
+// has nothing else, and adds with NLM_F_EXCL (Batch.ReplaceLookedUp), so
+// that an element the lookup missed fails the batch instead of being kept
+// with another owner's tag. If anything on the fast path fails — a read, the plan,
 // or the batch (an interval overlap an exact lookup cannot see makes the
 // kernel refuse it with EEXIST or ENOTEMPTY; a kernel answering lookups in
 // interval sets differently) — the whole Setup runs once more on the slow
@@ -131,10 +133,15 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 				}) {
 					return errSlowPath
 				}
-				b.ReplaceElements(s, cur, want[s], drop)
+				if *fast {
+					b.ReplaceLookedUp(s, cur, want[s], drop)
+				} else {
+					b.ReplaceElements(s, cur, want[s], drop)
+				}
 			}
 			// The marker's key is owner's: whoever holds it is replaced.
-			b.ReplaceElements(owners, markers, []Element{owner.Marker()}, func(Element) bool { return true })
+			// Markers are always looked up, never dumped.
+			b.ReplaceLookedUp(owners, markers, []Element{owner.Marker()}, func(Element) bool { return true })
 			return nil
 		}
 	}

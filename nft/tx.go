@@ -184,7 +184,24 @@ func SameElement(a, b Element) bool {
 // writes no element at all. Deletions come first in the batch, so an
 // element can be replaced (same key, new comment) atomically.
 func (b *Batch) ReplaceElements(s *nftables.Set, cur, want []Element, drop func(Element) bool) {
-	var del, add []Element
+	del, add := replacement(cur, want, drop)
+	b.DeleteElements(s, del)
+	b.AddElements(s, add)
+}
+
+// ReplaceLookedUp is ReplaceElements for a cur read with Tx.Lookup, which
+// sees only the wanted keys (and, in interval sets, what the kernel
+// reports for them): its additions are CreateElements, so an element with
+// a wanted key that the lookup did not report fails the batch with EEXIST
+// rather than stay with another owner's comment, and the caller falls
+// back to reading whole sets.
+func (b *Batch) ReplaceLookedUp(s *nftables.Set, cur, want []Element, drop func(Element) bool) {
+	del, add := replacement(cur, want, drop)
+	b.DeleteElements(s, del)
+	b.CreateElements(s, add)
+}
+
+func replacement(cur, want []Element, drop func(Element) bool) (del, add []Element) {
 	for _, e := range cur {
 		if drop(e) && !slices.ContainsFunc(want, func(w Element) bool { return SameElement(e, w) }) {
 			del = append(del, e)
@@ -199,8 +216,7 @@ func (b *Batch) ReplaceElements(s *nftables.Set, cur, want []Element, drop func(
 			add = append(add, w)
 		}
 	}
-	b.DeleteElements(s, del)
-	b.AddElements(s, add)
+	return del, add
 }
 
 // RemoveElements deletes, in one batch, every element of sets (all in

@@ -70,7 +70,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes, []string{
 		`nft add element bridge nftcni_macspoof guarded { "veth1" comment "` + tag + `" }`,
 		`nft add element bridge nftcni_macspoof allowed { "veth1" . 02:42:0a:16:00:05 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, sample),
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
 }
 
@@ -90,9 +90,9 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	})
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
-		`nft add element bridge nftcni_macspoof guarded { "veth9" comment "` + tag + `" }`,
-		`nft add element bridge nftcni_macspoof allowed { "veth9" . 02:00:00:00:00:09 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, nfttest.Third),
+		`nft create element bridge nftcni_macspoof guarded { "veth9" comment "` + tag + `" }`,
+		`nft create element bridge nftcni_macspoof allowed { "veth9" . 02:00:00:00:00:09 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -115,7 +115,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		`nft add element bridge nftcni_macspoof guarded { "veth2" comment "` + tag + `" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:02 }`,
 		`nft add element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:03 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, newcomer),
+		nfttest.CreateMarkerNote(tbl, newcomer),
 	}))
 	if len(f.Batches) != 1 {
 		t.Errorf("%d batches, want 1: the fast path must give up before sending", len(f.Batches))

@@ -83,7 +83,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element inet nftcni_masq masq6 { fd00:1::5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq exempt6 { fd00:1::/64 . fd00:1::5 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, sample),
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
@@ -112,9 +112,9 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	})
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
-		`nft add element inet nftcni_masq masq4 { 10.1.0.9 comment "` + tag + `" }`,
-		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.9 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, third),
+		`nft create element inet nftcni_masq masq4 { 10.1.0.9 comment "` + tag + `" }`,
+		`nft create element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -134,10 +134,10 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.7 }`,
-		`nft add element inet nftcni_masq masq4 { 10.1.0.7 comment "` + tag + `" }`,
+		`nft create element inet nftcni_masq masq4 { 10.1.0.7 comment "` + tag + `" }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 }`,
-		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, third),
+		`nft create element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -148,19 +148,26 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 // exact lookup could not see), Setup runs once more on the slow path, and
 // that is what counts.
 func TestSetupFallsBackToSlowPath(t *testing.T) {
-	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
-	nfttest.Use(t, &store.Open, f)
-	if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Batches) != 2 {
-		t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
-	}
-	if d := f.Dumps(); len(d) != len(sets) {
-		t.Errorf("dumps %q, want one per set (the slow path's)", d)
-	}
-	if f.State.Gen != existing().Gen+1 {
-		t.Errorf("generation %d, want %d: the second batch was not committed", f.State.Gen, existing().Gen+1)
+	for _, errno := range []unix.Errno{
+		unix.ENOTEMPTY, // an interval overlapping one the lookup did not report
+		unix.EEXIST,    // a created element whose key the lookup missed
+	} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(errno)}
+			nfttest.Use(t, &store.Open, f)
+			if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Batches) != 2 {
+				t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
+			}
+			if d := f.Dumps(); len(d) != len(sets) {
+				t.Errorf("dumps %q, want one per set (the slow path's)", d)
+			}
+			if f.State.Gen != existing().Gen+1 {
+				t.Errorf("generation %d, want %d: the second batch was not committed", f.State.Gen, existing().Gen+1)
+			}
+		})
 	}
 }
 

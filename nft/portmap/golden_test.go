@@ -94,7 +94,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, sample),
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
@@ -125,10 +125,10 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
-		`nft add element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, nfttest.Third),
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -149,12 +149,12 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
-		`nft add element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
-		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
-		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		nfttest.AddMarkerNote(tbl, nfttest.Third),
+		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)

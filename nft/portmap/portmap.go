@@ -351,7 +351,8 @@ func (p *planned) families() []*family {
 // no marker of s.Owner (every first ADD), the fast path reads only the
 // elements with the wanted keys (nft.Tx.Lookup) — which is what conflicts
 // and take-overs need, the owner having nothing else — and no conditional
-// rules; with the marker, the slow path reads whole sets and the chain.
+// rules, and adds with NLM_F_EXCL (nft.Batch.ReplaceLookedUp); with the
+// marker, the slow path reads whole sets and the chain.
 // If anything but a conflict fails on the fast path, Setup runs once more
 // on the slow path, the reference semantics.
 func Setup(ns *netns.NS, s Spec) error {
@@ -413,11 +414,16 @@ func Setup(ns *netns.NS, s Spec) error {
 					if err := conflicts(set, cur, want, s.Owner); err != nil {
 						return err
 					}
-					b.ReplaceElements(set, cur, want, func(e nft.Element) bool {
+					drop := func(e nft.Element) bool {
 						// Address sets: the newest attachment of an address wins (a
 						// stale element of a missed DEL must not block it).
 						return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
-					})
+					}
+					if exists && !slow {
+						b.ReplaceLookedUp(set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
+					} else {
+						b.ReplaceElements(set, cur, want, drop)
+					}
 				}
 				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
@@ -428,7 +434,7 @@ func Setup(ns *netns.NS, s Spec) error {
 				if wanted {
 					wantMarker = marker
 				}
-				b.ReplaceElements(f.owners, markers, wantMarker, func(e nft.Element) bool {
+				b.ReplaceLookedUp(f.owners, markers, wantMarker, func(e nft.Element) bool {
 					return wanted || s.Owner.OwnedBy(e.Comment)
 				})
 			}

@@ -540,10 +540,11 @@ func OwnersSetNote(table string) string {
 	return `nft add set ` + table + ` owners { type ifname; }`
 }
 
-// AddMarkerNote and DelMarkerNote are the nft commands adding and deleting
-// o's marker in the owners set of table ("<family> <name>").
-func AddMarkerNote(table string, o nft.Owner) string {
-	return `nft add element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
+// CreateMarkerNote and DelMarkerNote are the nft commands adding (with
+// NLM_F_EXCL, as Setup does: `create`) and deleting o's marker in the
+// owners set of table ("<family> <name>").
+func CreateMarkerNote(table string, o nft.Owner) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
 }
 
 func DelMarkerNote(table string, o nft.Owner) string {
