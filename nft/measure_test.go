@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,12 +25,16 @@ import (
 // see nft.HoldCloses), and logs the medians of wall time and of process CPU time
 // (user+system, which includes the kernel's work building dumps). Run with
 // NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureSetupPaths ./nft
+// (NFTCNI_MEASURE_OWNERS=n for another number of owners than 1000).
 func TestLiveMeasureSetupPaths(t *testing.T) {
 	if os.Getenv("NFTCNI_MEASURE") == "" {
 		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")
 	}
 	ns := privtest.NewNS(t)
-	const owners, rounds = 1000, 50
+	owners, rounds := 1000, 50
+	if n, err := strconv.Atoi(os.Getenv("NFTCNI_MEASURE_OWNERS")); err == nil && n >= 1 {
+		owners = n // to see how each path grows with the number of owners
+	}
 	addr := func(i int) []netip.Prefix {
 		return []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}), 24)}
 	}
@@ -69,7 +74,7 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 		func(r int) error { return masq.Setup(ns, owner(owners+r), addr(owners+r)) },
 		func(r int) error { return masq.Teardown(ns, owner(owners+r)) })
 	fast1, fb := nft.SetupPaths()
-	if fast1-fast0 != rounds || fb != 0 {
+	if fast1-fast0 != int64(rounds) || fb != 0 {
 		t.Errorf("%d fast paths (%d fallbacks), want %d", fast1-fast0, fb, rounds)
 	}
 	sw, sc := measure(
