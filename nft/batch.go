@@ -28,6 +28,7 @@ type Batch struct {
 	n      int               // messages added so far (for Len before the capture)
 	nextID uint32            // batch-local set ids, deterministic for golden tests
 	ids    map[string]uint32 // set → id, for the sets this batch creates
+	excl   []int             // messages to send with NLM_F_EXCL (CreateElements)
 	err    error
 }
 
@@ -76,6 +77,9 @@ func (b *Batch) messages() ([]netlink.Message, error) {
 		}
 		if len(b.msgs) != b.n {
 			return nil, fmt.Errorf("encoding nftables batch: %d messages recorded, %d expected", len(b.msgs), b.n)
+		}
+		for _, i := range b.excl {
+			b.msgs[i].Header.Flags |= netlink.Excl
 		}
 	}
 	return b.msgs, nil
@@ -159,6 +163,20 @@ func (b *Batch) AddSet(s *nftables.Set) {
 // by deleting it first, in the same batch.
 func (b *Batch) AddElements(s *nftables.Set, elems []Element) {
 	b.elements(s, elems, true)
+}
+
+// CreateElements adds elems to s like AddElements, but with NLM_F_EXCL
+// (`nft create element`): if s already holds an element with one of their
+// keys, the whole batch fails with EEXIST instead of keeping the existing
+// element and its comment. For plans made on a partial read (Tx.Lookup),
+// so that an element the read missed makes the batch fail — and the
+// caller fall back to a full read — rather than be silently kept.
+func (b *Batch) CreateElements(s *nftables.Set, elems []Element) {
+	n := b.n
+	b.elements(s, elems, true)
+	if b.n > n {
+		b.excl = append(b.excl, n)
+	}
 }
 
 // DeleteElements deletes elems (by key, and key end for ranges) from s.

@@ -28,6 +28,22 @@
 //     between, the kernel refuses it (ERESTART) and the plan is redone on
 //     fresh data. That makes list-then-delete atomic; it is how we delete
 //     "only if still ours", and our emulation of `destroy` (Linux ≥ 6.3).
+//   - Reads that do not grow with the host. Finding an owner's previous
+//     elements means reading whole sets (they are found by comment only),
+//     which costs O(attachments) per ADD. So every table has an owners set
+//     (OwnersSet) with one marker element per owner, added in the owner's
+//     Setup batch and removed by DEL and GC with its other elements. A
+//     Setup first asks for its marker (one GET): absent — every first ADD
+//     — it reads only the elements with the keys it wants (Tx.Lookup, one
+//     GET per key), which is all take-over and conflict decisions need,
+//     and creates its elements with NLM_F_EXCL (Batch.ReplaceLookedUp), so
+//     that anything the lookups missed fails the batch rather than being
+//     silently kept; present, it reads whole sets as before. Any failure of the fast path
+//     reruns the Setup once on the slow path, which stays the reference
+//     semantics (TaggedTable.Setup). Known limit: state written by an
+//     nftcni without markers has none, so an owner's first Setup after an
+//     upgrade does not see its own elements with other keys than the ones
+//     it wants; they stay until its DEL or GC, which find them by tag.
 //   - Nothing to do, nothing written: Teardown and GC of absent state send
 //     no batch and create no table.
 //

@@ -8,3 +8,7 @@ func ResetProbes() {
 	probed.known = [numFeatures]bool{}
 	probed.err = [numFeatures]error{}
 }
+
+// SetupPaths reports how many TaggedTable Setups took the fast path so
+// far, and how many of those fell back to the slow path.
+func SetupPaths() (fast, fallback int64) { return paths.fast.Load(), paths.fallback.Load() }

@@ -31,6 +31,15 @@ func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableEx
 // reads as empty.
 func (tx *Tx) Elements(s *nftables.Set) ([]Element, error) { return tx.c.elements(s) }
 
+// Lookup reads the elements of s with the keys (and key ends) of keys, one
+// non-dump request per key, so its cost does not grow with the size of the
+// set as Elements' does. Absent keys (and a missing table or set) are
+// simply not in the result; any other error is returned, and callers fall
+// back to Elements. For interval sets the kernel may answer with an
+// element that contains the key rather than one with exactly that key and
+// end: compare with SameElement.
+func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { return tx.c.lookup(s, keys) }
+
 // Rules reads the rules of ch, in order, with their handles and comments;
 // a missing chain reads as empty.
 func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
@@ -175,7 +184,24 @@ func SameElement(a, b Element) bool {
 // writes no element at all. Deletions come first in the batch, so an
 // element can be replaced (same key, new comment) atomically.
 func (b *Batch) ReplaceElements(s *nftables.Set, cur, want []Element, drop func(Element) bool) {
-	var del, add []Element
+	del, add := replacement(cur, want, drop)
+	b.DeleteElements(s, del)
+	b.AddElements(s, add)
+}
+
+// ReplaceLookedUp is ReplaceElements for a cur read with Tx.Lookup, which
+// sees only the wanted keys (and, in interval sets, what the kernel
+// reports for them): its additions are CreateElements, so an element with
+// a wanted key that the lookup did not report fails the batch with EEXIST
+// rather than stay with another owner's comment, and the caller falls
+// back to reading whole sets.
+func (b *Batch) ReplaceLookedUp(s *nftables.Set, cur, want []Element, drop func(Element) bool) {
+	del, add := replacement(cur, want, drop)
+	b.DeleteElements(s, del)
+	b.CreateElements(s, add)
+}
+
+func replacement(cur, want []Element, drop func(Element) bool) (del, add []Element) {
 	for _, e := range cur {
 		if drop(e) && !slices.ContainsFunc(want, func(w Element) bool { return SameElement(e, w) }) {
 			del = append(del, e)
@@ -190,8 +216,7 @@ func (b *Batch) ReplaceElements(s *nftables.Set, cur, want []Element, drop func(
 			add = append(add, w)
 		}
 	}
-	b.DeleteElements(s, del)
-	b.AddElements(s, add)
+	return del, add
 }
 
 // RemoveElements deletes, in one batch, every element of sets (all in

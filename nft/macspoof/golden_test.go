@@ -17,11 +17,14 @@ var (
 	sampleMAC     = net.HardwareAddr{0x02, 0x42, 0x0a, 0x16, 0x00, 0x05}
 )
 
+const tbl = "bridge nftcni_macspoof"
+
 var setupNotes = []string{
 	`nft add table bridge nftcni_macspoof`,
 	`nft add chain bridge nftcni_macspoof prerouting { type filter hook prerouting priority -300; policy accept; }`,
 	`nft add set bridge nftcni_macspoof guarded { type ifname; }`,
 	`nft add set bridge nftcni_macspoof allowed { type ifname . ether_addr; }`,
+	nfttest.OwnersSetNote(tbl),
 }
 
 var ruleNotes = []string{
@@ -54,6 +57,7 @@ func existing() nfttest.State {
 				{Key: key("veth1", sampleMAC...), Comment: sample.Tag()},
 				{Key: key("veth2", 2, 0, 0, 0, 0, 2), Comment: other.Tag()},
 			},
+			"bridge nftcni_macspoof owners": {nfttest.Marker(sample), nfttest.Marker(other)},
 		},
 	}
 }
@@ -66,6 +70,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes, []string{
 		`nft add element bridge nftcni_macspoof guarded { "veth1" comment "` + tag + `" }`,
 		`nft add element bridge nftcni_macspoof allowed { "veth1" . 02:42:0a:16:00:05 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
 }
 
@@ -76,7 +81,28 @@ func TestGoldenSetupAgain(t *testing.T) {
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
 }
 
-// A recycled port name: the new owner takes over veth2's elements.
+// A first Setup of an owner on an existing table takes the fast path:
+// lookups of its keys only.
+func TestGoldenSetupNewOwner(t *testing.T) {
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 9}
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, nfttest.Third, "veth9", mac)
+	})
+	tag := nfttest.Third.Tag()
+	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
+		`nft create element bridge nftcni_macspoof guarded { "veth9" comment "` + tag + `" }`,
+		`nft create element bridge nftcni_macspoof allowed { "veth9" . 02:00:00:00:00:09 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("fast path dumped %q", d)
+	}
+}
+
+// A recycled port name: the new owner takes over veth2's elements. The
+// MAC differs, so the lookup of (veth2 . new MAC) cannot find the old
+// owner's (veth2 . old MAC): finding the port taken sends Setup to the
+// slow path, which sees and deletes both.
 func TestGoldenSetupTakeOver(t *testing.T) {
 	newcomer := nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
@@ -89,7 +115,14 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		`nft add element bridge nftcni_macspoof guarded { "veth2" comment "` + tag + `" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:02 }`,
 		`nft add element bridge nftcni_macspoof allowed { "veth2" . 02:00:00:00:00:03 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, newcomer),
 	}))
+	if len(f.Batches) != 1 {
+		t.Errorf("%d batches, want 1: the fast path must give up before sending", len(f.Batches))
+	}
+	if d := f.Dumps(); len(d) != len(sets) {
+		t.Errorf("dumps %q, want one per set (slow path)", d)
+	}
 }
 
 func TestGoldenTeardown(t *testing.T) {
@@ -99,6 +132,7 @@ func TestGoldenTeardown(t *testing.T) {
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element bridge nftcni_macspoof guarded { "veth1" }`,
 		`nft delete element bridge nftcni_macspoof allowed { "veth1" . 02:42:0a:16:00:05 }`,
+		nfttest.DelMarkerNote(tbl, sample),
 	})
 }
 

@@ -101,6 +101,45 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 	}
 }
 
+// A recycled port name with another MAC, set up by an owner without
+// state (the fast path): the old owner's (port . old MAC) cannot be found
+// by looking up (port . new MAC), so Setup must fall back to reading the
+// sets, or the old MAC would stay allowed on the port. Both Teardowns then
+// leave the sets empty, owners markers included.
+func TestLiveRecycledPortNewMAC(t *testing.T) {
+	ns := privtest.NewNS(t)
+	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	if err := Setup(ns, a, "veth1", net.HardwareAddr{2, 0, 0, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(ns, b, "veth1", net.HardwareAddr{2, 0, 0, 0, 0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	withOwners := live
+	withOwners.Sets = append(slices.Clip(sets), nft.OwnersSet(table))
+	withOwners.Key = func(s *nftables.Set, e nft.Element) string {
+		if s.Name == nft.OwnersSetName {
+			return `"` + string(e.Key) + `"`
+		}
+		return live.Key(s, e)
+	}
+	withOwners.Expect(t, ns, map[string][]string{
+		"guarded": {`"veth1" comment "` + b.Tag() + `"`},
+		"allowed": {`"veth1" . 02:00:00:00:00:02 comment "` + b.Tag() + `"`},
+		"owners": {
+			`"` + a.AttachmentHash() + `" comment "` + a.Tag() + `"`,
+			`"` + b.AttachmentHash() + `" comment "` + b.Tag() + `"`,
+		},
+	})
+	for _, o := range []nft.Owner{a, b} {
+		if err := Teardown(ns, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withOwners.Expect(t, ns, nil)
+}
+
 func TestLiveNothingToRemove(t *testing.T) {
 	live.CreatesNothing(t,
 		func(ns *netns.NS) error {

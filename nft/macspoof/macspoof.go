@@ -13,6 +13,10 @@
 //			type ifname . ether_addr
 //			elements = { "veth1a2b3c4d" . 02:42:0a:16:00:05 comment "<owner tag>" }
 //		}
+//		set owners {
+//			type ifname
+//			elements = { "<attachment hash>" comment "<owner tag>" }
+//		}
 //		chain prerouting {
 //			type filter hook prerouting priority -300; policy accept;
 //			iifname . ether saddr @allowed accept comment "nftcni macspoof v1: own MAC"
@@ -30,17 +34,22 @@
 // before.
 //
 // The state is the two sets' elements, each carrying the owner tag
-// (nft.Owner.Tag): Teardown removes the owner's, GC the network's stale
-// ones; the table, chain and rules are static, recognised by their
-// comments, and never deleted. Like the reference (priority -300, `dstnat`
-// in the bridge family), the chain runs before any other bridge filter.
+// (nft.Owner.Tag), and the owner's marker in owners (nft.OwnersSet, which
+// lets a first Setup look up its own keys instead of reading both sets):
+// Teardown removes the owner's, GC the network's stale ones; the table,
+// chain and rules are static, recognised by their comments, and never
+// deleted. Like the reference (priority -300, `dstnat` in the bridge
+// family), the chain runs before any other bridge filter.
 //
 // Interface names are recycled: a Setup for a port takes over the elements
 // for that port name whoever owned them, so an element left behind by a
 // missed DEL cannot lock out the next container given the same veth name.
 // The same stale element can still drop traffic of a container attached
 // without macspoofchk on a recycled name until GC (or a DEL) runs — as with
-// the reference.
+// the reference. Taking over is by port name whatever the MAC, which a
+// lookup of the wanted (port . MAC) cannot find: when a first Setup finds
+// its port taken, it reads both sets whole (nft.TaggedTable's
+// TakeOverByPrefix).
 package macspoof
 
 import (
@@ -64,7 +73,9 @@ const (
 var (
 	// store is the component: the table, chain, sets and rules below.
 	// Golden tests set its Open to a fake nf_tables.
-	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules}
+	// Take-over is by port name whatever the MAC, which a lookup of the
+	// wanted (port . MAC) cannot find: see nft.TaggedTable.
+	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, TakeOverByPrefix: true}
 
 	table = &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName}
 

@@ -2,9 +2,11 @@ package masq
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
@@ -15,7 +17,9 @@ import (
 // request. Regenerate with `go test ./nft/masq -run Golden -update` and
 // review the diff.
 
-var sample, other = nfttest.Sample, nfttest.Other
+var sample, other, third = nfttest.Sample, nfttest.Other, nfttest.Third
+
+const tbl = "inet nftcni_masq"
 
 // setupNotes are the nft commands equivalent to a first Setup's static part.
 var setupNotes = []string{
@@ -25,6 +29,7 @@ var setupNotes = []string{
 	`nft add set inet nftcni_masq masq6 { type ipv6_addr; }`,
 	`nft add set inet nftcni_masq exempt4 { type ipv4_addr . ipv4_addr; flags interval; }`,
 	`nft add set inet nftcni_masq exempt6 { type ipv6_addr . ipv6_addr; flags interval; }`,
+	nfttest.OwnersSetNote(tbl),
 }
 
 var ruleNotes = []string{
@@ -62,6 +67,7 @@ func existing() nfttest.State {
 				{Key: []byte{10, 1, 0, 0, 10, 1, 0, 7}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 7}, Comment: other.Tag()},
 			},
 			"inet nftcni_masq exempt6": {},
+			"inet nftcni_masq owners":  {nfttest.Marker(sample), nfttest.Marker(other)},
 		},
 	}
 }
@@ -77,7 +83,11 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element inet nftcni_masq masq6 { fd00:1::5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_masq exempt6 { fd00:1::/64 . fd00:1::5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q of a table that does not exist", d)
+	}
 }
 
 // Repeating a Setup re-asserts the static objects (no-ops for the kernel)
@@ -87,6 +97,97 @@ func TestGoldenSetupAgain(t *testing.T) {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
+	// The marker is present: the slow path, which reads whole sets.
+	if d := f.Dumps(); len(d) != len(sets) {
+		t.Errorf("dumps %q, want one per set (slow path)", d)
+	}
+}
+
+// A first Setup of an owner on an existing table (no marker: the fast
+// path) reads only the wanted keys, one lookup each, and adds its
+// elements and marker.
+func TestGoldenSetupNewOwner(t *testing.T) {
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
+	})
+	tag := third.Tag()
+	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
+		`nft create element inet nftcni_masq masq4 { 10.1.0.9 comment "` + tag + `" }`,
+		`nft create element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, third),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("fast path dumped %q", d)
+	}
+	want := []string{"get inet nftcni_masq owners", "get inet nftcni_masq masq4", "get inet nftcni_masq exempt4"}
+	if !slices.Equal(f.Reads, want) {
+		t.Errorf("reads %q, want %q", f.Reads, want)
+	}
+}
+
+// The fast path finds another owner's element for the same address by
+// looking its key up, and takes it over.
+func TestGoldenSetupTakeOver(t *testing.T) {
+	f := nfttest.Run(t, &store.Open, existing(), func() error {
+		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
+	})
+	tag := third.Tag()
+	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
+		`nft delete element inet nftcni_masq masq4 { 10.1.0.7 }`,
+		`nft create element inet nftcni_masq masq4 { 10.1.0.7 comment "` + tag + `" }`,
+		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 }`,
+		`nft create element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, third),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("fast path dumped %q", d)
+	}
+}
+
+// When the fast path's batch is refused (here: an interval overlap the
+// exact lookup could not see), Setup runs once more on the slow path, and
+// that is what counts.
+func TestSetupFallsBackToSlowPath(t *testing.T) {
+	for _, errno := range []unix.Errno{
+		unix.ENOTEMPTY, // an interval overlapping one the lookup did not report
+		unix.EEXIST,    // a created element whose key the lookup missed
+	} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(errno)}
+			nfttest.Use(t, &store.Open, f)
+			if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Batches) != 2 {
+				t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
+			}
+			if d := f.Dumps(); len(d) != len(sets) {
+				t.Errorf("dumps %q, want one per set (the slow path's)", d)
+			}
+			if f.State.Gen != existing().Gen+1 {
+				t.Errorf("generation %d, want %d: the second batch was not committed", f.State.Gen, existing().Gen+1)
+			}
+		})
+	}
+}
+
+// The known limit with state written before markers existed: a Setup of
+// an owner that has elements but no marker takes the fast path and does
+// not see its elements with other keys (its DEL and GC still remove them).
+func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
+	st := existing()
+	delete(st.Sets, "inet nftcni_masq owners") // an older nftcni's table
+	f := nfttest.Run(t, &store.Open, st, func() error {
+		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	})
+	for _, m := range f.Only(t) {
+		if int(m.Header.Type)&0xff == unix.NFT_MSG_DELSETELEM {
+			t.Error("the fast path deleted an element it was not meant to see")
+		}
+	}
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q: expected the fast path", d)
+	}
 }
 
 // A base chain whose policy was changed by hand (to drop, say) is sent
@@ -123,6 +224,7 @@ func TestGoldenTeardown(t *testing.T) {
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.5 }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.5 }`,
+		nfttest.DelMarkerNote(tbl, sample),
 	})
 }
 
@@ -134,6 +236,7 @@ func TestGoldenGC(t *testing.T) {
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_masq masq4 { 10.1.0.7 }`,
 		`nft delete element inet nftcni_masq exempt4 { 10.1.0.0/24 . 10.1.0.7 }`,
+		nfttest.DelMarkerNote(tbl, other),
 	})
 }
 

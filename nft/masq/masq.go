@@ -27,6 +27,10 @@
 //			flags interval
 //			elements = { fd00:1::/64 . fd00:1::5 comment "<owner tag>" }
 //		}
+//		set owners {
+//			type ifname
+//			elements = { "<attachment hash>" comment "<owner tag>" }
+//		}
 //		chain postrouting {
 //			type nat hook postrouting priority srcnat; policy accept;
 //			ip daddr 224.0.0.0/4 return comment "nftcni masq v1: multicast"
@@ -63,6 +67,14 @@
 // Every Setup, Teardown and GC is one batch guarded by the ruleset
 // generation (nft.Conn.Update): concurrent plugin runs never apply a
 // decision to a ruleset they did not read.
+//
+// The owners set holds one marker per owner (nft.OwnersSet): a Setup of an
+// owner without one (a first ADD) reads only the elements for its own
+// addresses, one lookup each, instead of all four sets, so its cost does
+// not grow with the number of containers; see nft.TaggedTable.Setup. A
+// table written by an nftcni without markers: an owner's first Setup after
+// the upgrade does not see its own elements for other addresses (a
+// re-ADD with a changed address), which then stay until its DEL or GC.
 //
 // # Known limit: one address, one owner
 //

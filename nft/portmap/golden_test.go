@@ -3,6 +3,7 @@ package portmap
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +17,8 @@ import (
 // with `go test ./nft/portmap -run Golden -update` and review the diff.
 
 var sample, other = nfttest.Sample, nfttest.Other
+
+const tbl = "ip nftcni_portmap"
 
 // web is sample's spec: tcp 8080 → 10.88.0.5:80 with hairpin and
 // localhost masquerade.
@@ -33,6 +36,7 @@ var staticNotes4 = []string{
 	`nft add map ip nftcni_portmap ports { type inet_proto . inet_service : ipv4_addr . inet_service; }`,
 	`nft add set ip nftcni_portmap hairpin { type ipv4_addr . ipv4_addr; flags interval; }`,
 	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
+	nfttest.OwnersSetNote(tbl),
 	`nft add chain ip nftcni_portmap conditional`,
 	`nft add chain ip nftcni_portmap hostports`,
 	`nft add chain ip nftcni_portmap prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
@@ -78,6 +82,7 @@ func existing() nfttest.State {
 				{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 			},
 			"ip nftcni_portmap localhost": {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
+			"ip nftcni_portmap owners":    {nfttest.Marker(sample), nfttest.Marker(other)},
 		},
 	}
 }
@@ -89,7 +94,11 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, sample),
 	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q of a table that does not exist", d)
+	}
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
@@ -97,6 +106,78 @@ func TestGoldenSetupFresh(t *testing.T) {
 func TestGoldenSetupAgain(t *testing.T) {
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
+	if d := f.Dumps(); len(d) != len(fam4.sets()) {
+		t.Errorf("dumps %q, want one per set (marker present: slow path)", d)
+	}
+}
+
+// A first Setup of an owner on an existing table (no marker: the fast
+// path) reads only its keys, one lookup each, and adds its elements and
+// marker.
+func TestGoldenSetupNewOwner(t *testing.T) {
+	s := Spec{
+		Owner: nfttest.Third,
+		Mappings: []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP,
+			Target: netip.MustParseAddrPort("10.88.0.9:80")}},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24")},
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+	}
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("fast path dumped %q", d)
+	}
+	// No table for ip6: not even the marker is asked for there.
+	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpin", "get ip nftcni_portmap localhost"}
+	if !slices.Equal(f.Reads, want) {
+		t.Errorf("reads %q, want %q", f.Reads, want)
+	}
+}
+
+// The fast path takes over another owner's address elements (hairpin,
+// localhost) found by lookup, as the slow path would.
+func TestGoldenSetupTakeOver(t *testing.T) {
+	s := web
+	s.Owner = nfttest.Third
+	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("fast path dumped %q", d)
+	}
+}
+
+// When the fast path's batch is refused, Setup runs once more on the slow
+// path; a conflict, by contrast, is final (TestConflictSendsNothing).
+func TestSetupFallsBackToSlowPath(t *testing.T) {
+	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
+	nfttest.Use(t, &open, f)
+	s := web
+	s.Owner = nfttest.Third
+	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	if err := Setup(nil, s); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 2 {
+		t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
+	}
+	if d := f.Dumps(); len(d) != len(fam4.sets()) {
+		t.Errorf("dumps %q, want one per set (the slow path's)", d)
+	}
 }
 
 // Another owner asking for a held port fails and sends nothing.
@@ -114,6 +195,9 @@ func TestConflictSendsNothing(t *testing.T) {
 	if len(f.Batches) != 0 {
 		t.Errorf("%d batches sent", len(f.Batches))
 	}
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q: the conflict is found by lookup, and final", d)
+	}
 	t.Log(err)
 }
 
@@ -125,6 +209,7 @@ func TestGoldenTeardown(t *testing.T) {
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
+		nfttest.DelMarkerNote(tbl, other),
 	})
 	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
 		t.Errorf("removed %+v", removed)
@@ -141,6 +226,7 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		nfttest.DelMarkerNote(tbl, sample),
 	})
 }
 

@@ -23,6 +23,10 @@
 //			type ipv4_addr
 //			elements = { 10.1.0.5 comment "<owner tag>" }
 //		}
+//		set owners {
+//			type ifname
+//			elements = { "<attachment hash>" comment "<owner tag>" }
+//		}
 //		chain prerouting {
 //			type nat hook prerouting priority dstnat; policy accept;
 //			fib daddr type local jump hostports
@@ -83,6 +87,15 @@
 // state. Teardown removes what carries the owner's tag, GC what carries
 // the network's hash and no valid attachment's. Each Setup, Teardown and GC
 // is one batch for both tables, guarded by the ruleset generation.
+//
+// The owners set holds one marker per owner with state in the table
+// (nft.OwnersSet). A Setup of an owner without one (every first ADD) looks
+// up only its wanted keys — enough to find a held port or an address to
+// take over — instead of reading every map and set, so its cost does not
+// grow with the mappings on the host; see Setup. Known limit: tables
+// written by an nftcni without markers. The first Setup of an owner after
+// the upgrade does not see its own elements with other keys (a re-ADD
+// with changed ports), which stay, still mapped to it, until its DEL or GC.
 package portmap
 
 import (
@@ -142,6 +155,7 @@ type family struct {
 	hostIPPorts, ports           *nftables.Set
 	hairpin                      *nftables.Set
 	localhost                    *nftables.Set // nil for ip6
+	owners                       *nftables.Set // owner markers, nft.OwnersSet
 }
 
 var (
@@ -182,6 +196,7 @@ func newFamily(v6 bool) *family {
 			Table: t, Name: "hairpin", Interval: true, Concatenation: true,
 			KeyType: nftables.MustConcatSetType(addr, addr),
 		},
+		owners: nft.OwnersSet(t),
 	}
 	if !v6 {
 		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
@@ -331,6 +346,15 @@ func (p *planned) families() []*family {
 // Setup makes ns (nil: the caller's) forward s's mappings, replacing
 // whatever s.Owner had before. A host port held by another owner fails the
 // whole Setup with a *ConflictError and changes nothing.
+//
+// Per table, like nft.TaggedTable.Setup: when the table exists and holds
+// no marker of s.Owner (every first ADD), the fast path reads only the
+// elements with the wanted keys (nft.Tx.Lookup) — which is what conflicts
+// and take-overs need, the owner having nothing else — and no conditional
+// rules, and adds with NLM_F_EXCL (nft.Batch.ReplaceLookedUp); with the
+// marker, the slow path reads whole sets and the chain.
+// If anything but a conflict fails on the fast path, Setup runs once more
+// on the slow path, the reference semantics.
 func Setup(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -342,43 +366,87 @@ func Setup(ns *netns.NS, s Spec) error {
 	}
 	defer c.Close()
 	active := p.families()
-	err = c.Update(func(tx *nft.Tx) error {
-		b := tx.Batch()
-		for _, f := range fams {
-			exists, err := tx.TableExists(f.table)
-			if err != nil {
-				return err
-			}
-			if !exists && !slices.Contains(active, f) {
-				continue // nothing of ours to remove, nothing to add
-			}
-			if slices.Contains(active, f) {
-				if err := ensureStatic(tx, f); err != nil {
-					return err
-				}
-			}
-			for _, set := range f.sets() {
-				cur, err := tx.Elements(set)
+	marker := []nft.Element{s.Owner.Marker()}
+	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
+		return func(tx *nft.Tx) error {
+			*fast = false
+			b := tx.Batch()
+			for _, f := range fams {
+				exists, err := tx.TableExists(f.table)
 				if err != nil {
 					return err
 				}
-				want := p.elems[set]
-				if err := conflicts(set, cur, want, s.Owner); err != nil {
+				wanted := slices.Contains(active, f)
+				if !exists && !wanted {
+					continue // nothing of ours to remove, nothing to add
+				}
+				var markers []nft.Element
+				slow := true
+				if exists {
+					var mine bool
+					if markers, mine, err = tx.OwnerMarker(f.table, s.Owner); err != nil {
+						return err
+					}
+					slow = slowOnly || mine
+					*fast = *fast || !slow
+					if !slow && !wanted {
+						continue // the owner has nothing here and wants nothing
+					}
+				}
+				if wanted {
+					if err := ensureStatic(tx, f); err != nil {
+						return err
+					}
+				}
+				for _, set := range f.sets() {
+					want := p.elems[set]
+					var cur []nft.Element
+					switch {
+					case !exists:
+					case slow:
+						cur, err = tx.Elements(set)
+					default:
+						cur, err = tx.Lookup(set, want)
+					}
+					if err != nil {
+						return err
+					}
+					if err := conflicts(set, cur, want, s.Owner); err != nil {
+						return err
+					}
+					drop := func(e nft.Element) bool {
+						// Address sets: the newest attachment of an address wins (a
+						// stale element of a missed DEL must not block it).
+						return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
+					}
+					if exists && !slow {
+						b.ReplaceLookedUp(set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
+					} else {
+						b.ReplaceElements(set, cur, want, drop)
+					}
+				}
+				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
 				}
-				b.ReplaceElements(set, cur, want, func(e nft.Element) bool {
-					// Address sets: the newest attachment of an address wins (a
-					// stale element of a missed DEL must not block it).
-					return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
+				// The marker goes with state: kept while the owner has some
+				// here, removed with the last of it.
+				var wantMarker []nft.Element
+				if wanted {
+					wantMarker = marker
+				}
+				b.ReplaceLookedUp(f.owners, markers, wantMarker, func(e nft.Element) bool {
+					return wanted || s.Owner.OwnedBy(e.Comment)
 				})
 			}
-			if err := replaceRules(tx, f, s.Owner, p.rules[f]); err != nil {
-				return err
-			}
+			return nil
 		}
-		return nil
-	})
+	}
+	var fast bool
+	err = c.Update(update(false, &fast))
 	var ce *ConflictError
+	if err != nil && fast && !errors.As(err, &ce) {
+		err = c.Update(update(true, &fast))
+	}
 	switch {
 	case errors.As(err, &ce):
 		return err // our decision, nothing for the kernel to explain
@@ -396,6 +464,7 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 	for _, s := range f.sets() {
 		b.AddSet(s)
 	}
+	b.AddSet(f.owners)
 	for _, ch := range f.chains() {
 		if err := tx.EnsureChain(ch); err != nil {
 			return err
@@ -439,10 +508,15 @@ func conflicts(set *nftables.Set, cur, want []nft.Element, owner nft.Owner) erro
 }
 
 // replaceRules replaces owner's rules in the conditional chain by want.
-func replaceRules(tx *nft.Tx, f *family, owner nft.Owner, want []*nftables.Rule) error {
-	cur, err := tx.Rules(f.conditional)
-	if err != nil {
-		return err
+// Without read, the chain is known to hold none of owner's rules (no
+// table, or no marker) and is not read.
+func replaceRules(tx *nft.Tx, f *family, owner nft.Owner, want []*nftables.Rule, read bool) error {
+	var cur []nft.Rule
+	if read {
+		var err error
+		if cur, err = tx.Rules(f.conditional); err != nil {
+			return err
+		}
 	}
 	for _, r := range cur {
 		if owner.OwnedBy(r.Comment) {
@@ -498,7 +572,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 			if !ok {
 				continue
 			}
-			for _, set := range f.sets() {
+			// The owners set is last: a marker goes with the owner's
+			// other elements (and is not counted in Removed.Elements).
+			for _, set := range append(f.sets(), f.owners) {
 				cur, err := tx.Elements(set)
 				if err != nil {
 					return err
@@ -522,7 +598,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 					}
 				}
 				tx.Batch().DeleteElements(set, del)
-				out.Elements += len(del)
+				if set != f.owners {
+					out.Elements += len(del)
+				}
 			}
 			rules, err := tx.Rules(f.conditional)
 			if err != nil {

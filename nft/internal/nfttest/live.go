@@ -91,3 +91,36 @@ func (l Live) CreatesNothing(t *testing.T, ops ...func(ns *netns.NS) error) {
 		t.Error("Teardown/GC of nothing created the table")
 	}
 }
+
+// Owned lists the owner-tagged elements of every table of ours in ns
+// (nft.Conn.OwnedElements), each as "<family> <set> <comment>", sorted:
+// what live tests compare to check that DEL and GC leave nothing behind.
+func Owned(t testing.TB, ns *netns.NS) []string {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	els, err := c.OwnedElements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, e := range els {
+		out = append(out, e.Family+" "+e.Set+" "+e.Comment)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ExpectOwned fails the test unless Owned(ns) is want, in any order.
+func ExpectOwned(t testing.TB, ns *netns.NS, step string, want ...string) {
+	t.Helper()
+	got := Owned(t, ns)
+	want = append([]string{}, want...)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got  %q\n want %q", step, got, want)
+	}
+}

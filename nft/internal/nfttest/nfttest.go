@@ -64,6 +64,10 @@ type Fake struct {
 	// Reject, when set, may fail a batch message with an errno (non-zero),
 	// as a kernel lacking a feature would; the batch is then not applied.
 	Reject func(netlink.Message) unix.Errno
+	// Reads lists the set-element reads made, in order: "dump <set>" for
+	// a dump, "get <set>" for a lookup of one key (set as in State.Sets),
+	// so tests can tell the fast path from the slow one.
+	Reads []string
 }
 
 // Conn returns an nft.Conn talking to f.
@@ -112,7 +116,13 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), attrs...)}, nil
 	case unix.NFT_MSG_GETSETELEM:
 		table, set := attrs[unix.NFTA_SET_ELEM_LIST_TABLE], attrs[unix.NFTA_SET_ELEM_LIST_SET]
-		els, ok := f.State.Sets[fam+" "+table+" "+set]
+		name := fam + " " + table + " " + set
+		if m.Header.Flags&netlink.Dump == 0 {
+			f.Reads = append(f.Reads, "get "+name)
+			return f.getElem(m, name)
+		}
+		f.Reads = append(f.Reads, "dump "+name)
+		els, ok := f.State.Sets[name]
 		if !ok {
 			return nltest.Error(int(unix.ENOENT), req)
 		}
@@ -145,6 +155,77 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		return append(out, done(m)), nil
 	}
 	return nil, fmt.Errorf("nfttest: unexpected request type %#x", m.Header.Type)
+}
+
+// getElem answers a non-dump NFT_MSG_GETSETELEM, the lookup of one key
+// (and key end): the element of set name with exactly that key and end,
+// or ENOENT — also for a missing table or set, as the kernel does.
+func (f *Fake) getElem(m netlink.Message, name string) ([]netlink.Message, error) {
+	key, end, err := lookupKey(m)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range f.State.Sets[name] {
+		if string(e.Key) == string(key) && string(e.KeyEnd) == string(end) {
+			parts := strings.SplitN(name, " ", 3)
+			return []netlink.Message{reply(m, unix.NFT_MSG_NEWSETELEM, 0, familyByte(parts[0]),
+				netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(parts[1])},
+				netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(parts[2])},
+				netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: must(netlink.MarshalAttributes(
+					[]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem(e)}}))})}, nil
+		}
+	}
+	return nltest.Error(int(unix.ENOENT), []netlink.Message{m})
+}
+
+// lookupKey extracts the key and key end of the single element a lookup
+// asks for; more than one element is refused (nft.Conn sends one per key).
+func lookupKey(m netlink.Message) (key, end []byte, err error) {
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return nil, nil, err
+	}
+	n := 0
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		ad.Nested(func(list *netlink.AttributeDecoder) error {
+			for list.Next() {
+				n++
+				list.Nested(func(el *netlink.AttributeDecoder) error {
+					for el.Next() {
+						switch el.Type() {
+						case unix.NFTA_SET_ELEM_KEY:
+							el.Nested(dataValue(&key))
+						case 10: // NFTA_SET_ELEM_KEY_END
+							el.Nested(dataValue(&end))
+						}
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+	}
+	if err := ad.Err(); err != nil {
+		return nil, nil, err
+	}
+	if n != 1 || key == nil {
+		return nil, nil, fmt.Errorf("nfttest: lookup of %d elements (key %x), want one with a key", n, key)
+	}
+	return key, end, nil
+}
+
+func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
+	return func(ad *netlink.AttributeDecoder) error {
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_DATA_VALUE {
+				*dst = ad.Bytes()
+			}
+		}
+		return nil
+	}
 }
 
 // batch records a batch and acks each message, or refuses it with ERESTART
@@ -439,11 +520,63 @@ func (f *Fake) Only(t testing.TB) []netlink.Message {
 }
 
 // Sample and Other are the owners golden tests are written with: two
-// attachments of network mynet.
+// attachments of network mynet. Third is one more, typically one without
+// state yet (a first ADD).
 var (
 	Sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
 	Other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
+	Third  = nft.Owner{Network: "mynet", ContainerID: "facade", IfName: "eth0"}
 )
+
+// Marker is o's element in an owners set (nft.OwnersSet), for States.
+func Marker(o nft.Owner) Elem {
+	m := o.Marker()
+	return Elem{Key: m.Key, Comment: m.Comment}
+}
+
+// OwnersSetNote is the nft command creating the owners set of table
+// ("<family> <name>").
+func OwnersSetNote(table string) string {
+	return `nft add set ` + table + ` owners { type ifname; }`
+}
+
+// CreateMarkerNote and DelMarkerNote are the nft commands adding (with
+// NLM_F_EXCL, as Setup does: `create`) and deleting o's marker in the
+// owners set of table ("<family> <name>").
+func CreateMarkerNote(table string, o nft.Owner) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
+}
+
+func DelMarkerNote(table string, o nft.Owner) string {
+	return `nft delete element ` + table + ` owners { "` + o.AttachmentHash() + `" }`
+}
+
+// RejectFirstElements is a Fake.Reject refusing the first NEWSETELEM it
+// sees with errno, as a kernel refuses an element overlapping an interval
+// (ENOTEMPTY), and accepting everything after: a fast-path batch fails,
+// the slow path's passes.
+func RejectFirstElements(errno unix.Errno) func(netlink.Message) unix.Errno {
+	refused := false
+	return func(m netlink.Message) unix.Errno {
+		if !refused && int(m.Header.Type)&0xff == unix.NFT_MSG_NEWSETELEM {
+			refused = true
+			return errno
+		}
+		return 0
+	}
+}
+
+// Dumps returns the set-element dumps among f's reads: none on a Setup's
+// fast path.
+func (f *Fake) Dumps() []string {
+	var out []string
+	for _, r := range f.Reads {
+		if strings.HasPrefix(r, "dump ") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // Run points *open at a fake starting from st, runs op, which must
 // succeed, and returns the fake with what op sent.

@@ -1,0 +1,166 @@
+package nft_test
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
+
+var (
+	masqTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: masq.TableName}
+	masq4     = &nftables.Set{Table: masqTable, Name: "masq4"}
+	exempt4   = &nftables.Set{Table: masqTable, Name: "exempt4", Interval: true, Concatenation: true}
+)
+
+// Lookup against the running kernel: an exact key of a hash set, a range
+// (key and key end) of a concatenated interval set (pipapo), and the
+// owners set's marker are found with their comments; absent keys, sets
+// and tables are simply not found. The fast path of Setup relies on each.
+func TestLiveLookup(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "lk", ContainerID: "aaaa", IfName: "eth0"}
+	if els, err := c.Lookup(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 0 {
+		t.Fatalf("no table: %v, %v", els, err)
+	}
+	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	exempt := nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: a.Tag()}
+	for _, tc := range []struct {
+		name string
+		set  *nftables.Set
+		keys []nft.Element
+		want []nft.Element
+	}{
+		{"hash, present", masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
+		{"hash, absent", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}}, nil},
+		{"hash, one of two", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}, {Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
+		{"interval, exact range", exempt4, []nft.Element{{Key: exempt.Key, KeyEnd: exempt.KeyEnd}}, []nft.Element{exempt}},
+		{"interval, other address", exempt4, []nft.Element{{Key: []byte{10, 7, 0, 0, 10, 7, 0, 6}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 6}}}, nil},
+		{"marker", nft.OwnersSet(masqTable), []nft.Element{a.Marker()}, []nft.Element{a.Marker()}},
+		{"no such set", &nftables.Set{Table: masqTable, Name: "nosuch"}, []nft.Element{{Key: []byte{1, 2, 3, 4}}}, nil},
+	} {
+		got, err := c.Lookup(tc.set, tc.keys)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d elements %v, want %v", tc.name, len(got), got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !nft.SameElement(got[i], tc.want[i]) {
+				t.Errorf("%s: got %+v, want %+v", tc.name, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// The fast path's safety net on the running kernel: an element created
+// (NLM_F_EXCL, Batch.CreateElements) with a key the set already holds —
+// what a lookup that missed an element would lead to — fails the batch
+// with EEXIST in a hash set and with EEXIST or ENOTEMPTY (overlap) in a
+// concatenated interval set, where a plain add would succeed and keep the
+// existing element's comment.
+func TestLiveCreateOfExistingKeyFails(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "cr", ContainerID: "aaaa", IfName: "eth0"}
+	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  *nftables.Set
+		e    nft.Element
+		want []error
+	}{
+		{"hash, same key", masq4, nft.Element{Key: []byte{10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST}},
+		{"interval, same range", exempt4, nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST, unix.ENOTEMPTY}},
+		{"interval, overlapping range", exempt4, nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 127, 10, 7, 0, 5}, Comment: "x"}, []error{unix.EEXIST, unix.ENOTEMPTY}},
+	} {
+		err := c.Update(func(tx *nft.Tx) error {
+			tx.Batch().CreateElements(tc.set, []nft.Element{tc.e})
+			return nil
+		})
+		if !slices.ContainsFunc(tc.want, func(w error) bool { return errors.Is(err, w) }) {
+			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
+		}
+	}
+	// And the plain add the slow path uses succeeds, keeping the comment.
+	if err := c.Update(func(tx *nft.Tx) error {
+		tx.Batch().AddElements(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: "x"}})
+		return nil
+	}); err != nil {
+		t.Errorf("plain add of an existing key: %v", err)
+	}
+	if els, err := c.Lookup(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 1 || els[0].Comment != a.Tag() {
+		t.Errorf("after the plain add: %+v, %v", els, err)
+	}
+}
+
+// The life of two owners through both paths, on the running kernel: A's
+// first Setup (no table: nothing read), A again with another address
+// (marker present: slow path, old elements replaced), B taking over A's
+// address (no marker: fast path, finding A's elements by lookup), and both
+// torn down, which leaves nothing owned behind, markers included.
+func TestLiveFastAndSlowPaths(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "fp", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "fp", ContainerID: "bbbb", IfName: "eth0"}
+	step := func(name string, op func() error, wantFast, wantFallback int64) {
+		t.Helper()
+		fast0, fb0 := nft.SetupPaths()
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fast, fb := nft.SetupPaths()
+		if fast-fast0 != wantFast || fb-fb0 != wantFallback {
+			t.Errorf("%s: %d fast paths, %d fallbacks; want %d, %d", name, fast-fast0, fb-fb0, wantFast, wantFallback)
+		}
+	}
+	step("A fresh", func() error { return masq.Setup(ns, a, pfx("10.8.0.5/24")) }, 0, 0)
+	step("A again, other address", func() error { return masq.Setup(ns, a, pfx("10.8.0.6/24")) }, 0, 0)
+	got, err := c.Elements(masq4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || netip.AddrFrom4([4]byte(got[0].Key)).String() != "10.8.0.6" || got[0].Comment != a.Tag() {
+		t.Errorf("masq4 after A's second Setup: %+v", got)
+	}
+	step("B takes over", func() error { return masq.Setup(ns, b, pfx("10.8.0.6/24")) }, 1, 0)
+	nfttest.ExpectOwned(t, ns, "after B's take-over",
+		"inet masq4 "+b.Tag(), "inet exempt4 "+b.Tag(), "inet owners "+a.Tag(), "inet owners "+b.Tag())
+	for _, o := range []nft.Owner{a, b} {
+		if err := masq.Teardown(ns, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nfttest.ExpectOwned(t, ns, "after both Teardowns")
+}

@@ -1,0 +1,53 @@
+package nft
+
+import (
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+)
+
+// OwnersSetName is the set of owner markers every table of ours holds.
+const OwnersSetName = "owners"
+
+// OwnersSet is table's set of owner markers: one element per owner that
+// has state in the table, keyed by Owner.AttachmentHash and carrying the
+// owner tag as comment like every other element.
+//
+// Why: a Setup must replace the owner's previous elements, which are found
+// only by their comment, so without the marker every Setup dumps every set
+// it writes to — O(attachments on the host). With it, one exact GET tells
+// whether the owner has anything here at all; when it has not (every first
+// ADD), Setup needs only the elements with the keys it wants (Tx.Lookup),
+// and its cost no longer grows with the number of attachments.
+//
+// The key is 16 bytes of hex text, typed ifname so that `nft list` shows
+// it as a string. DEL and GC remove the marker with the owner's other
+// elements, by its comment: it must be in the list of sets they walk.
+func OwnersSet(table *nftables.Table) *nftables.Set {
+	return &nftables.Set{Table: table, Name: OwnersSetName, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
+}
+
+// Marker is owner's element in the owners set (OwnersSet).
+func (o Owner) Marker() Element {
+	return Element{Key: []byte(o.AttachmentHash()), Comment: o.Tag()}
+}
+
+// OwnerMarker reads owner's marker in the owners set of table. cur is
+// what the set holds at the marker's key (to be passed to
+// Batch.ReplaceElements), mine whether that is owner's marker: then owner
+// may have elements in the table's sets and Setup takes the slow path,
+// reading them all; otherwise it has none written by this version, and
+// Setup takes the fast path. A marker with the same key and another tag
+// (another network's attachment with the same hash) is in cur but not
+// mine: Setup takes the slow path and takes the key over.
+func (tx *Tx) OwnerMarker(table *nftables.Table, owner Owner) (cur []Element, mine bool, err error) {
+	cur, err = tx.Lookup(OwnersSet(table), []Element{owner.Marker()})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, e := range cur {
+		if owner.OwnedBy(e.Comment) {
+			return cur, true, nil
+		}
+	}
+	return cur, false, nil
+}

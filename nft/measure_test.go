@@ -1,0 +1,88 @@
+package nft_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/masq"
+)
+
+// TestLiveMeasureSetupPaths is a measurement, not an assertion: with 1000
+// owners' elements in the masquerade sets of a throwaway namespace, it
+// times a first Setup of one more owner (fast path: marker and key
+// lookups) against a repeated Setup of an existing owner (slow path: the
+// four sets dumped; same address, so that its batch, like the fast one,
+// deletes nothing and closing the socket waits for no RCU grace period,
+// see nft.HoldCloses), and logs the medians of wall time and of process CPU time
+// (user+system, which includes the kernel's work building dumps). Run with
+// NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureSetupPaths ./nft
+// (NFTCNI_MEASURE_OWNERS=n for another number of owners than 1000).
+func TestLiveMeasureSetupPaths(t *testing.T) {
+	if os.Getenv("NFTCNI_MEASURE") == "" {
+		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")
+	}
+	ns := privtest.NewNS(t)
+	owners, rounds := 1000, 50
+	if n, err := strconv.Atoi(os.Getenv("NFTCNI_MEASURE_OWNERS")); err == nil && n >= 1 {
+		owners = n // to see how each path grows with the number of owners
+	}
+	addr := func(i int) []netip.Prefix {
+		return []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}), 24)}
+	}
+	owner := func(i int) nft.Owner {
+		return nft.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
+	}
+	for i := range owners {
+		if err := masq.Setup(ns, owner(i), addr(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu := func() time.Duration {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	measure := func(op func(r int) error, after func(r int) error) (wall, proc time.Duration) {
+		var ws, cs []time.Duration
+		for r := range rounds {
+			c0, w0 := cpu(), time.Now()
+			if err := op(r); err != nil {
+				t.Fatal(err)
+			}
+			ws, cs = append(ws, time.Since(w0)), append(cs, cpu()-c0)
+			if err := after(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slices.Sort(ws)
+		slices.Sort(cs)
+		return ws[rounds/2], cs[rounds/2]
+	}
+	fast0, _ := nft.SetupPaths()
+	fw, fc := measure(
+		func(r int) error { return masq.Setup(ns, owner(owners+r), addr(owners+r)) },
+		func(r int) error { return masq.Teardown(ns, owner(owners+r)) })
+	fast1, fb := nft.SetupPaths()
+	if fast1-fast0 != int64(rounds) || fb != 0 {
+		t.Errorf("%d fast paths (%d fallbacks), want %d", fast1-fast0, fb, rounds)
+	}
+	sw, sc := measure(
+		func(int) error { return masq.Setup(ns, owner(0), addr(0)) },
+		func(int) error { return nil })
+	if fast2, _ := nft.SetupPaths(); fast2 != fast1 {
+		t.Errorf("an owner with a marker took the fast path")
+	}
+	t.Logf("%d owners, median of %d: fast path (first Setup of a new owner): wall %v, CPU %v; slow path (repeated Setup of an owner with a marker, 4 sets dumped): wall %v, CPU %v",
+		owners, rounds, fw, fc, sw, sc)
+}
