@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/nftcni/nftcni/cni"
 )
 
 // Helpers for the config fuzz targets of the plugin packages (fuzz_test.go
@@ -56,5 +58,17 @@ func AddSeeds(f *testing.F, confs, args []string) {
 		for _, a := range args {
 			f.Add([]byte(c), a)
 		}
+	}
+}
+
+// Prints is the property of a chained plugin that returns its prevResult
+// as its own result (loopback, sbr, vrf): a prevResult the decoder
+// accepted, the dispatcher can print in the config's version. The one
+// refusal allowed is cni.Encode's: a result without any address has no
+// 0.1.0/0.2.0 form.
+func Prints(t testing.TB, r *cni.Result, version string) {
+	t.Helper()
+	if _, err := cni.Encode(r, version); err != nil && (cni.FamilyOf(version) != cni.FamilyLegacy || len(r.IPs) != 0) {
+		t.Fatalf("prevResult accepted but does not print as %q: %v", version, err)
 	}
 }

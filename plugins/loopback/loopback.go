@@ -40,14 +40,25 @@ func withLo(path string, fn func(h *netlinkx.Handle) error) error {
 	return fn(h)
 }
 
-func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
-	conf, err := cni.DecodeNetConf(a.StdinData, "failed to parse network config")
+// loadConf decodes what ADD reads of its config: the standard keys and
+// the prevResult (nil when absent), which a chained loopback passes
+// through as its result.
+func loadConf(stdin []byte) (*cni.NetConf, *cni.Result, error) {
+	conf, err := cni.DecodeNetConf(stdin, "failed to parse network config")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	prev, err := conf.PrevResult()
 	if err != nil {
-		return nil, fmt.Errorf("failed to parse prevResult: %w", err)
+		return nil, nil, fmt.Errorf("failed to parse prevResult: %w", err)
+	}
+	return conf, prev, nil
+}
+
+func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	_, prev, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, err
 	}
 	var lo netlinkx.Link
 	var addrs []netlinkx.Addr
