@@ -12,7 +12,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/internal/storetest"
 )
 
 // host-local conformance (contract/ipam.md §1). The tests skip until the
@@ -74,11 +74,11 @@ func (p *hlPool) stdin(t *testing.T, v string) []byte {
 }
 
 // store returns every file of the network directory with its content
-// (plugintest.StoreFiles: our owner links are checked and left out, so
+// (storetest.Files: our owner links are checked and left out, so
 // what remains is exactly what the reference would have written).
 func (p *hlPool) store(t *testing.T) map[string]string {
 	t.Helper()
-	return plugintest.StoreFiles(t, filepath.Join(p.dataDir, p.name))
+	return storetest.Files(t, filepath.Join(p.dataDir, p.name))
 }
 
 func (p *hlPool) wantStore(t *testing.T, want map[string]string) {

@@ -73,32 +73,6 @@ func ReservationsOf(t testing.TB, dir, network string) []string {
 	return out
 }
 
-// StoreFiles returns every file of a host-local network directory with
-// its content, as the reference would have left it: our owner links
-// (ipam/hostlocal/README.md) are checked instead — each must be a hard
-// link of the address file it names — and left out.
-func StoreFiles(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	Must(t, err)
-	out := map[string]string{}
-	for _, e := range ents {
-		if rest, ok := strings.CutPrefix(e.Name(), ".nftcni-owner."); ok {
-			_, addr, _ := strings.Cut(rest, ".")
-			a, errA := os.Stat(filepath.Join(dir, addr))
-			l, errL := os.Lstat(filepath.Join(dir, e.Name()))
-			if errA != nil || errL != nil || !os.SameFile(a, l) {
-				t.Errorf("store: owner link %s is not a hard link of %s", e.Name(), addr)
-			}
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		Must(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
-}
-
 // WithPrev adds prevResult to a config.
 func WithPrev(conf, prev string) string {
 	return conf[:len(conf)-1] + `,"prevResult":` + prev + "}"

@@ -76,6 +76,20 @@ func DoomedCtr(t *testing.T, setup ...func(testing.TB, *netns.NS)) (ns *netns.NS
 			return
 		}
 		done = true
+		// The links go first, synchronously: a namespace's own teardown
+		// is asynchronous, and a link it still holds (a VLAN of a host
+		// master, say) would make the next ADD of the same link on the
+		// same master fail with "file exists" on a slow machine.
+		if h, err := netlinkx.Open(ns); err == nil {
+			if links, err := h.Links(); err == nil {
+				for _, l := range links {
+					if l.Name != "lo" {
+						_ = h.DeleteLink(l.Name)
+					}
+				}
+			}
+			h.Close()
+		}
 		Must(t, ns.Close())
 		Must(t, netns.Remove(ns.Path()))
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/internal/storetest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
@@ -139,10 +140,10 @@ func (n *node) cliOK(env []string, args ...string) string {
 func (n *node) storeDir() string { return filepath.Join(n.dataDir, network) }
 
 // store returns every file of the network's host-local directory
-// (plugintest.StoreFiles: our owner links are checked and left out).
+// (storetest.Files: our owner links are checked and left out).
 func (n *node) store() map[string]string {
 	n.t.Helper()
-	return plugintest.StoreFiles(n.t, n.storeDir())
+	return storetest.Files(n.t, n.storeDir())
 }
 
 func (n *node) wantStore(what string, want map[string]string) {

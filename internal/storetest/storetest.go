@@ -1,0 +1,41 @@
+// Package storetest reads a host-local store the way tests compare it with
+// the reference's. It depends on nothing privileged, so black-box packages
+// (conformance) can use it without being taken for privileged tests.
+package storetest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Files returns every file of a host-local network directory with
+// its content, as the reference would have left it: our owner links
+// (ipam/hostlocal/README.md) are checked instead — each must be a hard
+// link of the address file it names — and left out.
+func Files(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), ".nftcni-owner."); ok {
+			_, addr, _ := strings.Cut(rest, ".")
+			a, errA := os.Stat(filepath.Join(dir, addr))
+			l, errL := os.Lstat(filepath.Join(dir, e.Name()))
+			if errA != nil || errL != nil || !os.SameFile(a, l) {
+				t.Errorf("store: owner link %s is not a hard link of %s", e.Name(), addr)
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+	}
+	return out
+}
