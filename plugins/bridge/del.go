@@ -27,15 +27,18 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	// vethplugin.DeleteLinkAfter).
 	own := vethplugin.Owner(conf.Name, a)
 	var masqErr error
-	teardown := func() {
-		if conf.MacSpoofChk {
-			if err := macspoof.Teardown(nil, own); err != nil {
-				// As the reference: reported, but DEL still succeeds.
-				a.Logf("bridge: removing spoof-check: %v", err)
+	var teardown func() // nil: no nftables state to remove
+	if conf.MacSpoofChk || (conf.isL3() && conf.IPMasq) {
+		teardown = func() {
+			if conf.MacSpoofChk {
+				if err := macspoof.Teardown(nil, own); err != nil {
+					// As the reference: reported, but DEL still succeeds.
+					a.Logf("bridge: removing spoof-check: %v", err)
+				}
 			}
-		}
-		if conf.isL3() && conf.IPMasq {
-			masqErr = masq.Teardown(nil, own)
+			if conf.isL3() && conf.IPMasq {
+				masqErr = masq.Teardown(nil, own)
+			}
 		}
 	}
 	// The link first, then IPAM, as in the reference (ptp releases IPAM

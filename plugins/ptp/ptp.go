@@ -330,10 +330,9 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	// The masquerade teardown overlaps the link deletion (see
 	// vethplugin.DeleteLinkAfter).
 	var masqErr error
-	teardown := func() {
-		if conf.IPMasq {
-			masqErr = masq.Teardown(nil, vethplugin.Owner(conf.Name, a))
-		}
+	var teardown func() // nil: no nftables state to remove
+	if conf.IPMasq {
+		teardown = func() { masqErr = masq.Teardown(nil, vethplugin.Owner(conf.Name, a)) }
 	}
 	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
 		errs = append(errs, err)
