@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -68,6 +69,26 @@ var chains = []chain{
 		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
 		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`},
+}
+
+// nsExec runs every plugin as a process inside the host namespace: the
+// fork happens on a thread switched into it (netns.Do), so the whole child
+// lives there.
+type nsExec struct {
+	invoke.RawExec
+	version.PluginDecoder
+	host *netns.NS
+}
+
+func (e *nsExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) (out []byte, err error) {
+	derr := e.host.Do(func() error {
+		out, err = e.RawExec.ExecPlugin(ctx, path, stdin, env)
+		return nil
+	})
+	if derr != nil {
+		return nil, derr
+	}
+	return out, err
 }
 
 type impl struct {
@@ -238,7 +259,7 @@ func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s st
 		t.Fatal(err)
 	}
 	w := &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
-		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &plugintest.NSExec{Host: host})}
+		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}
 
 	// Warm up: page cache, bridge creation, nft tables.
 	if _, _, err := w.sequential(5); err != nil {

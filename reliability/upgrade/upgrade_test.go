@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
@@ -63,7 +64,9 @@ func newNode(t *testing.T) *node {
 	list, err := libcni.ConfListFromBytes(n.conf)
 	plugintest.Must(t, err)
 	n.list = list
-	n.lib = plugintest.Libcni(t, n.host.NS, n.cacheDir)
+	// libcni with its own exec'er, run on a thread switched into the host
+	// namespace (inHost), forks every plugin there.
+	n.lib = libcni.NewCNIConfigWithCacheDir([]string{plugintest.BinDir(t)}, n.cacheDir, nil)
 	return n
 }
 
@@ -90,11 +93,18 @@ func (c *ctr) owner() nft.Owner {
 	return nft.Owner{Network: network, ContainerID: c.id, IfName: "eth0"}
 }
 
+// inHost runs fn on a thread switched into the node's host namespace, so
+// that the plugins libcni forks from it live there.
+func (n *node) inHost(fn func() error) error { return n.host.NS.Do(fn) }
+
 // libcniAdd attaches c through libcni, which caches the result.
 func (n *node) libcniAdd(c *ctr) *types100.Result {
 	n.t.Helper()
-	res, err := n.lib.AddNetworkList(context.Background(), n.list, c.rt())
-	plugintest.Must(n.t, err)
+	var res types.Result
+	plugintest.Must(n.t, n.inHost(func() (err error) {
+		res, err = n.lib.AddNetworkList(context.Background(), n.list, c.rt())
+		return err
+	}))
 	cur, err := types100.NewResultFromResult(res)
 	plugintest.Must(n.t, err)
 	for _, in := range cur.Interfaces {
@@ -334,8 +344,8 @@ func TestTakeOver(t *testing.T) {
 	if want := `{"portMappings":[{"containerPort":80,"hostPort":18084,"protocol":"tcp"}]}`; string(capJSON) != want {
 		t.Errorf("libcni's cached capability args of new1: %s, want %s", capJSON, want)
 	}
-	plugintest.Must(t, n.lib.CheckNetworkList(context.Background(), n.list, new1.rt()))
-	plugintest.Must(t, n.lib.DelNetworkList(context.Background(), n.list, new1.rt()))
+	plugintest.Must(t, n.inHost(func() error { return n.lib.CheckNetworkList(context.Background(), n.list, new1.rt()) }))
+	plugintest.Must(t, n.inHost(func() error { return n.lib.DelNetworkList(context.Background(), n.list, new1.rt()) }))
 	n.gone("after libcni DEL", new1)
 
 	n.cliOK(nil, "del", "-container-id", old1.id, network, old1.ns.Path())
