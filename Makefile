@@ -41,13 +41,21 @@ cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_BUILD) -o bin/nftcni-linux-arm64 ./cmd/nftcni
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) vet ./...
 
-# Every Fuzz* function, each run for FUZZTIME.
+# Every Fuzz* function, each run for FUZZTIME. A run whose only complaint is
+# "context deadline exceeded", with no failing input written, is Go's fuzzing
+# coordinator racing its own -fuzztime deadline (go.dev/issue/75804, fixed in
+# Go 1.27; seen here with go1.26.8), not a finding: it is said so and the next
+# target runs. Any other failure stops the run.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 	    echo "== $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test $$pkg -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME); \
+	    if $(GO) test $$pkg -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) >$$out 2>&1; then cat $$out; \
+	    elif grep -q 'context deadline exceeded' $$out && ! grep -q 'Failing input written' $$out; then \
+	      cat $$out; echo "== $$f: Go's fuzztime deadline race (go.dev/issue/75804), no failing input: not a finding"; \
+	    else cat $$out; exit 1; fi; \
 	  done; \
 	done
 
