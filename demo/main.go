@@ -30,6 +30,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
+	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
@@ -342,7 +343,7 @@ func snapshot(host *netns.NS, ipamDir, cacheDir string) string {
 	for _, e := range entries {
 		if _, err := netip.ParseAddr(e.Name()); err == nil {
 			files = append(files, e.Name()+" (reservation)")
-		} else if strings.HasPrefix(e.Name(), ".nftcni-owner.") {
+		} else if _, _, ok := ownerlink.Parse(e.Name()); ok {
 			files = append(files, e.Name()+" (reservation's owner link)")
 		} else {
 			files = append(files, e.Name())

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
 // Config pieces and IPAM state for the interface plugins' tests. Their
@@ -61,10 +63,8 @@ func ReservationsOf(t testing.TB, dir, network string) []string {
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if rest, ok := strings.CutPrefix(n, ".nftcni-owner."); ok {
-			if _, addr, _ := strings.Cut(rest, "."); names[addr] {
-				continue
-			}
+		if _, addr, ok := ownerlink.Parse(n); ok && names[addr] {
+			continue
 		}
 		if !strings.HasPrefix(n, "last_reserved_ip") && n != "lock" {
 			out = append(out, n)

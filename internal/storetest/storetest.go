@@ -6,8 +6,9 @@ package storetest
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
 // Files returns every file of a host-local network directory with
@@ -22,8 +23,7 @@ func Files(t testing.TB, dir string) map[string]string {
 	}
 	out := map[string]string{}
 	for _, e := range ents {
-		if rest, ok := strings.CutPrefix(e.Name(), ".nftcni-owner."); ok {
-			_, addr, _ := strings.Cut(rest, ".")
+		if _, addr, ok := ownerlink.Parse(e.Name()); ok {
 			a, errA := os.Stat(filepath.Join(dir, addr))
 			l, errL := os.Lstat(filepath.Join(dir, e.Name()))
 			if errA != nil || errL != nil || !os.SameFile(a, l) {

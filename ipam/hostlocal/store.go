@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
 // On-disk format, shared with the reference so that both can run against
@@ -35,8 +36,6 @@ const (
 	// could otherwise be written but never read back, and so never
 	// released.
 	maxContent = 256 << 10
-	// linkPrefix names the owner links: see ownerLink.
-	linkPrefix = ".nftcni-owner."
 )
 
 // ownerLink is the name of the second hard link we give every reservation
@@ -57,7 +56,7 @@ const (
 // two links — are read as before. The reference reads the directory
 // unchanged: it counts only names that parse as IPs, and its release by ID
 // removes every file with the owner's content, the link included.
-func ownerLink(hash string, addrName string) string { return linkPrefix + hash + "." + addrName }
+func ownerLink(hash string, addrName string) string { return ownerlink.Name(hash, addrName) }
 
 // ownerHash is h of ownerLink for (id, ifname).
 func ownerHash(id, ifname string) string {
@@ -179,8 +178,8 @@ func (s *store) scan() (listing, error) {
 		case strings.HasPrefix(n, tempPrefix):
 			_ = unix.Unlinkat(s.dirFD, n, 0)
 			continue
-		case strings.HasPrefix(n, linkPrefix):
-			if hash, addr, ok := strings.Cut(n[len(linkPrefix):], "."); ok {
+		case strings.HasPrefix(n, ownerlink.Prefix):
+			if hash, addr, ok := ownerlink.Parse(n); ok {
 				links = append(links, link{n, hash, addr})
 				inode[n] = d.ino
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
 func mode(t *testing.T, path string) os.FileMode {
@@ -48,7 +50,7 @@ func TestStoreFormat(t *testing.T) {
 	// Each owner link is the address file itself (one inode), which is
 	// how a link can be trusted: see ownerLink.
 	for _, n := range names[:4] {
-		addr := n[strings.LastIndexByte(n[:len(".nftcni-owner.")+17], '.')+1:]
+		_, addr, _ := ownerlink.Parse(n)
 		var a, b syscall.Stat_t
 		is.NoErr(syscall.Lstat(filepath.Join(d, n), &a))
 		is.NoErr(syscall.Lstat(filepath.Join(d, addr), &b))
@@ -264,7 +266,7 @@ func links(t *testing.T, dataDir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), linkPrefix) {
+		if strings.HasPrefix(e.Name(), ownerlink.Prefix) {
 			out = append(out, e.Name())
 		}
 	}
