@@ -14,8 +14,8 @@ type ArgField struct {
 	Set func(value string) error
 }
 
-// LoadArgs parses CNI_ARGS strictly, exactly like the reference library
-// (protocol.md §11.1): `K=V` pairs separated by `;`, every piece must have
+// LoadArgs parses CNI_ARGS strictly, exactly like the reference library:
+// `K=V` pairs separated by `;`, every piece must have
 // exactly one `=`, unknown keys fail unless IgnoreUnknown is true.
 func LoadArgs(args string, fields ...ArgField) error {
 	if args == "" {

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 )
 
-// Wire shapes, one per result family (protocol.md §7). Field order is the
+// Wire shapes, one per result family. Field order is the
 // printed key order: struct order for the 0.x families, byte-wise
 // alphabetical for 1.x (the reference's printer round-trips through a map).
 
@@ -227,7 +227,7 @@ func legacyBlock(r *legResult, dst netip.Prefix) *legIP {
 	return nil
 }
 
-// Convert returns r as version, applying protocol.md §9: lossless within a
+// Convert returns r as version, lossless within a
 // family, lossy across families.
 func Convert(r *Result, to string) (*Result, error) {
 	if to == "" {

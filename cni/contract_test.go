@@ -12,11 +12,13 @@ import (
 	"testing"
 )
 
-// Unit tests pinning protocol.md rules on the cni package directly. Where
-// the reference library is the contract's source, the expected bytes are
-// also checked against it (reference_test.go).
+// Unit tests pinning the protocol's byte-level rules on the cni package
+// directly. The expected bytes were written by hand from the reference
+// library's behaviour; reference_test.go also checks them against that
+// library itself.
 
-// §18.1: the bridge-like plugin's 1.1.0 output, verbatim from the contract.
+// example181 is a bridge-like plugin's dual-stack 1.1.0 output, as the
+// reference prints it.
 const example181 = `{
     "cniVersion": "1.1.0",
     "dns": {
@@ -64,7 +66,7 @@ const example181 = `{
     ]
 }`
 
-// §18.2: the same converted to 0.2.0, verbatim.
+// The same result converted to 0.2.0, as the reference prints it.
 const example182 = `{
     "cniVersion": "0.2.0",
     "ip4": {
@@ -95,7 +97,7 @@ const example182 = `{
     }
 }`
 
-// §18.1 with a 0.4.0 config: "version" first in each ip, dns last.
+// example181 with a 0.4.0 config: "version" first in each ip, dns last.
 const example181at040 = `{
     "cniVersion": "0.4.0",
     "interfaces": [
@@ -204,8 +206,8 @@ func TestEncodeWorkedExamples(t *testing.T) {
 	}
 }
 
-// §9.2: 1.x → middle drops mtu/socketPath/pciID, keeps routes verbatim and
-// interface index 0; §9.4: legacy keeps dst/gw only.
+// 1.x → 0.3.x/0.4.0 drops mtu/socketPath/pciID, keeps routes verbatim and
+// interface index 0; 0.1.0/0.2.0 keep a route's dst and gw only.
 func TestConvertCurrentToOlder(t *testing.T) {
 	r := &Result{
 		CNIVersion: "1.1.0",
@@ -323,8 +325,9 @@ func TestConvertCurrentToOlder(t *testing.T) {
 	}
 }
 
-// §9.4: first address per family only, routes by destination family and
-// only where that family has an address, error without any address.
+// Conversion to 0.1.0/0.2.0: first address per family only, routes by
+// destination family and only where that family has an address, error without
+// any address.
 func TestConvertToLegacy(t *testing.T) {
 	p := netip.MustParsePrefix
 	r := &Result{CNIVersion: "1.0.0",
@@ -356,7 +359,7 @@ func TestConvertToLegacy(t *testing.T) {
 	if err == nil || err.Error() != "cannot convert: no valid IP addresses" {
 		t.Errorf("no address: %v", err)
 	}
-	// Up from legacy (§9.5): ips ip4 then ip6, routes ip4's then ip6's.
+	// Up from legacy: ips ip4 then ip6, routes ip4's then ip6's.
 	d, err := DecodeResult([]byte(example182), "0.2.0")
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +387,7 @@ func TestConvertErrors(t *testing.T) {
 			t.Errorf("DecodeResult as %s: %v", v, err)
 		}
 	}
-	// Family check (§7.4).
+	// Family check.
 	for _, c := range []struct{ data, declared, want string }{
 		{`{"cniVersion":"0.4.0"}`, "1.1.0", `result type supports [1.0.0 1.1.0] but unmarshalled CNIVersion is "0.4.0"`},
 		{`{"cniVersion":"1.0.0"}`, "0.3.1", `result type supports [0.3.0 0.3.1 0.4.0] but unmarshalled CNIVersion is "1.0.0"`},
@@ -403,8 +406,8 @@ func TestConvertErrors(t *testing.T) {
 	}
 }
 
-// §1: HTML-safe escaping, 4-space indent, no trailing newline; §7.2:
-// canonical address text, host bits kept, IPv4-mapped as IPv4.
+// Printing: HTML-safe escaping, 4-space indent, no trailing newline;
+// addresses in canonical address text, host bits kept, IPv4-mapped as IPv4.
 func TestEncodeTextRules(t *testing.T) {
 	d, err := DecodeResult([]byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"<a&b>"}],
 		"ips":[{"address":"3ffe:ffff:0:01ff::1/64"},{"address":"::ffff:10.0.0.1/120","gateway":"::ffff:10.0.0.254"}],
@@ -424,7 +427,7 @@ func TestEncodeTextRules(t *testing.T) {
 	}
 }
 
-// §10.3: typed errors anywhere in the chain are emitted bare; others are 999.
+// Typed errors anywhere in the wrap chain are emitted bare; others are 999.
 func TestAsError(t *testing.T) {
 	typed := &Error{Code: 11, Msg: "try again later", Details: "busy"}
 	for _, c := range []struct {
@@ -447,7 +450,8 @@ func TestAsError(t *testing.T) {
 	}
 }
 
-// §14.1 texts, plus the project's rule to skip empty CNI_PATH elements.
+// Delegate lookup: the reference's "failed to find plugin" texts, plus the
+// project's rule to skip empty CNI_PATH elements.
 func TestFindInPath(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "plug")
@@ -482,7 +486,7 @@ func TestFindInPath(t *testing.T) {
 	}
 }
 
-// §10.4: a failed delegate's output → typed error.
+// A failed delegate's output → typed error (its own object, else code 0).
 func TestChildError(t *testing.T) {
 	for _, c := range []struct {
 		stdout, stderr string
@@ -501,7 +505,7 @@ func TestChildError(t *testing.T) {
 	}
 }
 
-// §14.3: delegate output without cniVersion takes the config's; null is {}.
+// Delegate output without cniVersion takes the config's; null is {}.
 func TestDecodeDelegateResult(t *testing.T) {
 	for _, c := range []struct{ out, conf, version string }{
 		{`null`, "0.4.0", "0.4.0"},
@@ -525,7 +529,8 @@ func TestDecodeDelegateResult(t *testing.T) {
 	}
 }
 
-// §6.4: absent/null prevResult, family check, config version as default.
+// prevResult decoding: absent/null prevResult, family check, config version as
+// default.
 func TestParsePrevResult(t *testing.T) {
 	for _, c := range []struct {
 		raw, conf, version, err string
@@ -553,7 +558,7 @@ func TestParsePrevResult(t *testing.T) {
 	}
 }
 
-// §11.1 against the reference parser.
+// CNI_ARGS parsing against the reference parser.
 func TestLoadArgsLikeReference(t *testing.T) {
 	for _, a := range []string{
 		"", "IP=10.1.1.1", "IP=10.1.1.1;", ";", "=", "IP", "IP==", "a=b=c", "FOO=bar", "FOO=bar;BAZ=1",
@@ -572,7 +577,8 @@ func TestLoadArgsLikeReference(t *testing.T) {
 	}
 }
 
-// §3.1 against the reference parser.
+// Version-string comparison (the gates' "at least" test) against the
+// reference parser.
 func TestVersionsLikeReference(t *testing.T) {
 	vs := []string{"", "0.1.0", "0.4.0", "1.1.0", "1.1", "1", "1.2.0", "v1.0.0", "abc", "1.1.0-rc1", "1.0.0.0", "1..0", ".", "-1.0.0", "+1.0.0", " 1.0.0", "1.0.0 "}
 	for _, a := range vs {
@@ -595,7 +601,8 @@ func runPlugin(p *Plugin, stdin string, env ...string) (int, string, string) {
 
 var testEnv = []string{"CNI_CONTAINERID=c1", "CNI_NETNS=/nonexistent", "CNI_IFNAME=eth0", "CNI_PATH=/nonexistent"}
 
-// §5, §6.2: a plugin advertising a suffix of the versions (firewall-like).
+// VERSION and the version gates for a plugin advertising a suffix of the
+// versions (firewall-like).
 func TestDispatchVersionSubset(t *testing.T) {
 	p := &Plugin{Name: "fw", Versions: VersionsFrom("0.4.0"),
 		Add: func(context.Context, *CmdArgs) (*Result, error) { return &Result{CNIVersion: "1.1.0"}, nil },
@@ -627,7 +634,7 @@ func TestDispatchVersionSubset(t *testing.T) {
 	}
 }
 
-// §10.3 through the dispatcher: a wrapped typed error is printed bare.
+// Error printing through the dispatcher: a wrapped typed error is printed bare.
 func TestDispatchWrappedTypedError(t *testing.T) {
 	p := &Plugin{Name: "x",
 		Add: func(context.Context, *CmdArgs) (*Result, error) {
@@ -656,7 +663,7 @@ func TestDispatchWrappedTypedError(t *testing.T) {
 	}
 }
 
-// protocol.md §13, ipam.md §1.1: CIDR and IP text is accepted and printed
+// CIDR and IP text (in results and IPAM configs) is accepted and printed
 // exactly as the reference's net.ParseCIDR/net.ParseIP-based decoding does
 // (leading zeros in the length, IPv4-mapped forms).
 func TestAddressSyntaxLikeReference(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // Decoding shapes, one per result family: each family's parser reads only
 // its own keys, so a key of another family (whatever its type) is ignored,
-// as the reference's per-version types do (protocol.md §7.4). encoding/json
+// as the reference's per-version types do. encoding/json
 // matches keys case-insensitively and lets a later duplicate win, like the
 // reference's decoder.
 
@@ -114,8 +114,8 @@ func parseIPConfig(address, gateway string, iface *int) (*IPConfig, error) {
 	return &IPConfig{Interface: iface, Address: p, Gateway: gw}, nil
 }
 
-// DecodeResult parses data as a result of the declared version's family
-// (protocol.md §7.4). The cniVersion inside data must belong to that
+// DecodeResult parses data as a result of the declared version's family.
+// The cniVersion inside data must belong to that
 // family; an absent one is accepted (as 0.1.0) only by the legacy family.
 func DecodeResult(data []byte, declared string) (*Result, error) {
 	fam := FamilyOf(declared)
@@ -227,8 +227,8 @@ func DecodeResultAuto(data []byte) (*Result, error) {
 	return DecodeResult(data, probe.CNIVersion)
 }
 
-// DecodeDelegateResult parses what a delegated plugin printed on success
-// (protocol.md §14.3). Like the reference, only the exact key "cniVersion"
+// DecodeDelegateResult parses what a delegated plugin printed on success.
+// Like the reference, only the exact key "cniVersion"
 // with a non-empty string counts; otherwise confVersion is injected under
 // that key and the document re-serialised (sorted keys) before parsing.
 func DecodeDelegateResult(data []byte, confVersion string) (*Result, error) {
@@ -251,7 +251,7 @@ func DecodeDelegateResult(data []byte, confVersion string) (*Result, error) {
 	return DecodeResult(b, confVersion)
 }
 
-// ParsePrevResult decodes a config's prevResult per protocol.md §6.4: nil
+// ParsePrevResult decodes a config's prevResult: nil
 // when absent or null. As the reference does, the object gets the key
 // "CNIVersion" set to the config version unless that exact key holds a
 // non-empty value, is re-serialised with sorted keys (so among keys that

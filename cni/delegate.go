@@ -52,7 +52,7 @@ func Registered() []string {
 }
 
 // FindInPath locates plugin name in the CNI_PATH directories the way the
-// reference does (protocol.md §14.1), except that empty elements are
+// reference does, except that empty elements are
 // skipped instead of meaning the current directory.
 func FindInPath(name string, paths []string) (string, error) {
 	if name == "" {
@@ -217,8 +217,7 @@ func execPlugin(ctx context.Context, path string, env []string, stdin []byte, st
 	return nil, 0, &Error{Code: CodeUnknown, Msg: fmt.Sprintf("netplugin failed with no error message: %v", lastErr)}
 }
 
-// childError turns a failed delegate's output into a typed error
-// (protocol.md §10.4).
+// childError turns a failed delegate's output into a typed error.
 func childError(stdout, stderr []byte, exit string) error {
 	if len(stdout) > 0 {
 		var e Error

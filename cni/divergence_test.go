@@ -2,14 +2,14 @@ package cni
 
 import "testing"
 
-// Contract violations found by differential fuzzing against the reference
-// library (reference_test.go). These tests fail until cni/ is fixed; each
-// names the contract section it enforces. The fuzz targets skip these input
+// Differences from the reference library found by differential fuzzing
+// (reference_test.go). These tests fail until cni/ is fixed; each says
+// which reference behaviour it pins. The fuzz targets skip these input
 // classes (knownDivergence, knownPrevDivergence, otherFamilyKeyError,
 // knownPrefixDivergence) so that they keep looking for new ones — drop the
 // matching filter when a test here is fixed.
 
-// protocol.md §6.4 step 2 (and §14.3 for delegate output): the reference
+// prevResult version key: the reference
 // re-serialises prevResult through a map with an added "CNIVersion" key set
 // to the config version, unless that exact key is present and non-empty;
 // keys are then sorted, and the case-insensitive decoder takes the last
@@ -36,8 +36,8 @@ func TestResultVersionKeyCaseLikeReference(t *testing.T) {
 	}
 }
 
-// protocol.md §9.4 step 1 ("entries with any other version string are
-// skipped"), §9.1 (within a family only cniVersion changes) and §7.1: an
+// Conversion to 0.1.0/0.2.0 skips ips entries whose version is neither
+// "4" nor "6", and within a family only cniVersion changes: an
 // ips entry of a 0.3.x/0.4.0 result read without "version" keeps the empty
 // version — printed as "version": "" in the middle family and skipped when
 // converting to 0.1.0/0.2.0 (here leaving no address: "cannot convert: no
@@ -57,7 +57,7 @@ func TestMiddleIPWithoutVersion(t *testing.T) {
 	})
 }
 
-// protocol.md §7.4: "Unknown keys are ignored everywhere" — each family's
+// Unknown keys are ignored everywhere in the reference — each family's
 // parser reads only its own keys (the 0.1.0/0.2.0 parser silently ignores
 // an "ips" array). We decode the union of all families' keys, so a key of
 // another family with an unexpected type fails the whole result.
@@ -74,8 +74,8 @@ func TestDecodeIgnoresOtherFamilyKeys(t *testing.T) {
 	}
 }
 
-// protocol.md §6.4 step 4 ("any malformed field (bad CIDR etc.) → could
-// not parse prevResult") and ipam.md §1.1: in a result, as in a config
+// A malformed field in prevResult (bad CIDR etc.) is "could not parse
+// prevResult" for the reference: in a result, as in a config
 // route (Route.UnmarshalJSON already does this), "dst": "" or null is an
 // invalid CIDR for the reference; only an absent dst is tolerated. The
 // result decoder (parseRoutes via fromWire) accepts it.

@@ -25,7 +25,7 @@ const (
 
 // Error is the typed CNI error: what a plugin prints on stdout when it fails.
 // Any error chain that contains an *Error is printed as that innermost *Error,
-// unchanged; other errors become code 999 with their text (protocol.md §10.3).
+// unchanged; other errors become code 999 with their text.
 type Error struct {
 	Code    uint   `json:"code"`
 	Msg     string `json:"msg"`

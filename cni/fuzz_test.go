@@ -21,14 +21,14 @@ var fuzzVersions = []string{"", "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.
 
 func fuzzVersion(i uint8) string { return fuzzVersions[int(i)%len(fuzzVersions)] }
 
-// resultSeeds are result documents from the contract (protocol.md §7, §18)
-// and a few edge shapes.
+// resultSeeds are typical plugin outputs (host-local's and bridge's
+// dual-stack 1.1.0 results, the same at 0.2.0) and a few edge shapes.
 var resultSeeds = []string{
-	// §18.1 host-local output
+	// host-local output, 1.1.0
 	`{"cniVersion":"1.1.0","dns":{"nameservers":["10.22.0.1"],"search":["svc.local"]},"ips":[{"address":"10.22.0.7/16","gateway":"10.22.0.1"},{"address":"fd00:22::7/64","gateway":"fd00:22::1"}],"routes":[{"dst":"0.0.0.0/0"},{"dst":"::/0"}]}`,
-	// §18.1 bridge output
+	// bridge output, 1.1.0
 	`{"cniVersion":"1.1.0","dns":{"nameservers":["10.22.0.1"],"search":["svc.local"]},"interfaces":[{"mac":"0a:58:0a:16:00:01","name":"cni0"},{"mac":"86:1c:52:7e:0b:aa","name":"veth5f3a9c21"},{"mac":"0a:58:0a:16:00:07","name":"eth0","sandbox":"/var/run/netns/cni-1234"}],"ips":[{"address":"10.22.0.7/16","gateway":"10.22.0.1","interface":2},{"address":"fd00:22::7/64","gateway":"fd00:22::1","interface":2}],"routes":[{"dst":"0.0.0.0/0"},{"dst":"::/0"}]}`,
-	// §18.2
+	// the same at 0.2.0
 	`{"cniVersion":"0.2.0","ip4":{"ip":"10.22.0.7/16","gateway":"10.22.0.1","routes":[{"dst":"0.0.0.0/0"}]},"ip6":{"ip":"fd00:22::7/64","gateway":"fd00:22::1","routes":[{"dst":"::/0"}]},"dns":{"nameservers":["10.22.0.1"],"search":["svc.local"]}}`,
 	// middle family with every route field and interface 0
 	`{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","mac":"00:11:22:33:44:55","sandbox":"/proc/1/ns/net"}],"ips":[{"version":"4","interface":0,"address":"10.1.0.5/24","gateway":"10.1.0.1"},{"version":"6","address":"2001:db8::5/64"}],"routes":[{"dst":"10.9.0.0/16","gw":"10.1.0.254","mtu":1400,"advmss":1360,"priority":5,"table":100,"scope":0}],"dns":{"nameservers":["8.8.8.8"],"domain":"x","search":["a"],"options":["ndots:5"]}}`,
@@ -123,7 +123,7 @@ func hasInvalidDst(r *Result) bool {
 	return false
 }
 
-// checkPrinted: the reference printer's layout (protocol.md §1, §7.1).
+// checkPrinted: the reference printer's layout.
 func checkPrinted(t *testing.T, out []byte, version string) {
 	t.Helper()
 	if !json.Valid(out) {
@@ -161,7 +161,7 @@ var prevSeeds = []string{
 }
 
 // FuzzParsePrevResult: never panics; an accepted prevResult is of the
-// config version's family (protocol.md §6.4) and prints in the config
+// config version's family and prints in the config
 // version.
 func FuzzParsePrevResult(f *testing.F) {
 	for _, s := range append(prevSeeds, resultSeeds...) {
@@ -203,7 +203,8 @@ func FuzzParsePrevResult(f *testing.F) {
 }
 
 // FuzzLoadArgs: the strict CNI_ARGS parser never panics, and its outcome
-// follows the grammar of protocol.md §11.1.
+// follows the reference's grammar: K=V pairs
+// separated by ";", exactly one "=" each.
 func FuzzLoadArgs(f *testing.F) {
 	for _, s := range []string{
 		"", "IP=10.1.1.1", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=3f2a",
@@ -311,7 +312,7 @@ var fuzzCommands = []string{"ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION", ""
 
 // FuzzDispatch: any stdin and environment through Run never panics; exit 1
 // always comes with one valid error object on stdout; exit 0 prints what
-// the command prints (protocol.md §1).
+// the command prints.
 func FuzzDispatch(f *testing.F) {
 	configs := []string{
 		`{"cniVersion":"1.1.0","name":"n","type":"fuzz"}`,

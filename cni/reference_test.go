@@ -16,9 +16,9 @@ import (
 	refversion "github.com/containernetworking/cni/pkg/version"
 )
 
-// Differential tests: the contract was written from the reference library
-// (CNI v1.3.0), which is a test-only dependency here, so wherever the
-// reference's behaviour is the contract we compare against it directly.
+// Differential tests: the reference library (CNI v1.3.0) is a test-only
+// dependency here, so wherever its behaviour is what we promise we compare
+// against it directly.
 
 // refPrint decodes data as the reference does for a declared version and
 // prints it converted to each target with the reference printer.
@@ -62,7 +62,7 @@ func compareWithReference(t *testing.T, data []byte, declared, to string, lenien
 		return
 	}
 	if lenient && FamilyOf(to) == FamilyLegacy && hasInvalidDst(ours) {
-		return // we drop a dst-less route as §9.4 says; the reference files it under ip6
+		return // we drop a dst-less route when converting to 0.1.0/0.2.0; the reference files it under ip6
 	}
 	ob, oerr := Encode(ours, to)
 	rb, rerr := refEncode(ref, to)
@@ -378,7 +378,7 @@ func (fakeExec) FindInPath(string, []string) (string, error)  { return "/x", nil
 func (fakeExec) Decode([]byte) (refversion.PluginInfo, error) { return nil, nil }
 
 // FuzzDelegateResultMatchesReference: a delegate's ADD output is read like
-// the reference's invoke.ExecPluginWithResult reads it (protocol.md §14.3).
+// the reference's invoke.ExecPluginWithResult reads it.
 func FuzzDelegateResultMatchesReference(f *testing.F) {
 	for _, s := range append([]string{`null`, `{"ips":[{"address":"10.0.0.1/24"}]}`, `{"cniVersion":5}`, `{"cniVersion":""}`}, resultSeeds...) {
 		for i := range fuzzVersions {

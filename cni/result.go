@@ -10,7 +10,7 @@ import (
 type Result struct {
 	// CNIVersion is the version the result was decoded from or is meant to
 	// be printed as. Conversions within one family are lossless, so the
-	// lossy rules of protocol.md §9 apply only across families.
+	// lossy conversion rules apply only across families.
 	CNIVersion string
 	Interfaces []*Interface
 	IPs        []*IPConfig

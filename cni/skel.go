@@ -130,7 +130,7 @@ var allCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": tru
 var idCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true}
 var pathCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": true, "STATUS": true}
 
-// envVars is the reference dispatcher's walk, in its order (protocol.md §2).
+// envVars is the reference dispatcher's walk, in its order.
 var envVars = []envVar{
 	{"CNI_COMMAND", allCmds, nil},
 	{"CNI_CONTAINERID", idCmds, func(v string) *Error { return ValidateContainerID(v) }},
@@ -164,7 +164,7 @@ func Main(p *Plugin) int {
 }
 
 // Run dispatches one invocation and returns the exit status: 0, or 1 with
-// an error object on stdout (protocol.md §1, §3).
+// an error object on stdout.
 func Run(ctx context.Context, p *Plugin, inv Invocation) int {
 	ver := CurrentVersion
 	out, err := dispatch(ctx, p, inv, &ver)
@@ -189,7 +189,7 @@ func Run(ctx context.Context, p *Plugin, inv Invocation) int {
 var errAbout = fmt.Errorf("about")
 
 // errorJSON renders an error object. Unlike the reference it carries
-// cniVersion, as the spec's error format has it (DESIGN §3): the config's
+// cniVersion, as the spec's error format has it: the config's
 // version when it is one we speak, else ours. Runtimes ignore the extra key.
 func errorJSON(e *Error, confVersion string) []byte {
 	v := confVersion
@@ -330,7 +330,7 @@ func (p *Plugin) checkSupported(ver string) error {
 	return nil
 }
 
-// gate applies the CHECK/GC/STATUS version rules of protocol.md §3 in the
+// gate applies the CHECK/GC/STATUS version rules in the
 // reference's order: config floor, plugin ceiling, exact membership.
 func (p *Plugin) gate(cmd, ver, floor string) error {
 	ok, err := GreaterThanOrEqual(ver, floor)

@@ -301,7 +301,7 @@ func (r *Runtime) GetVersionInfo(ctx context.Context, pluginType string) (*Plugi
 	return r.versionInfo(ctx, pluginPath)
 }
 
-// GCNetworkList garbage-collects list (protocol.md §15.3): every cached
+// GCNetworkList garbage-collects list: every cached
 // attachment of this network not named in args is deleted with a full DEL
 // of the current config, then, for 1.1.0 lists, every plugin gets GC with
 // the valid attachments so it can release whatever else it holds. Errors

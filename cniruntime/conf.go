@@ -36,7 +36,7 @@ type PluginConfig struct {
 // .conf/.json file wrapped into a one-element list.
 type NetworkConfigList struct {
 	Name string
-	// CNIVersion is the negotiated version (protocol.md §6.1) injected into
+	// CNIVersion is the negotiated version injected into
 	// every plugin's stdin.
 	CNIVersion             string
 	DisableCheck           bool
@@ -107,7 +107,7 @@ func NetworkPluginConfsFromFiles(networkConfPath, networkName string) ([]*Plugin
 }
 
 // NetworkConfFromBytes parses a conflist, negotiating the version from
-// cniVersion and cniVersions (protocol.md §6.1). A list without "plugins" is
+// cniVersion and cniVersions. A list without "plugins" is
 // accepted here (its plugins may come from a directory); the file loader
 // refuses it when it ends up empty.
 func NetworkConfFromBytes(confBytes []byte) (*NetworkConfigList, error) {

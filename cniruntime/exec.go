@@ -22,7 +22,7 @@ var (
 	busyWait     = time.Second
 )
 
-// pluginEnv builds a plugin's environment (protocol.md §17.2): the base
+// pluginEnv builds a plugin's environment: the base
 // environment with the six CNI variables set last, so they override. All six
 // are always present, possibly empty. Duplicate names collapse to the last
 // value (libcni dedups too); unlike libcni, the order is kept stable.
@@ -85,8 +85,8 @@ func (r *Runtime) findPlugin(net *PluginConfig) (string, error) {
 }
 
 // execPlugin runs the plugin at path with stdin and env and returns its
-// stdout. A failed plugin becomes a *cni.Error decoded as libcni does
-// (protocol.md §10.4): its own error object when it printed one, else code 0
+// stdout. A failed plugin becomes a *cni.Error decoded as libcni does:
+// its own error object when it printed one, else code 0
 // with a message built from its output. With r.HostNS set, the plugin is
 // started inside that namespace instead of ours.
 func (r *Runtime) execPlugin(ctx context.Context, path string, stdin []byte, env []string) ([]byte, error) {
@@ -223,8 +223,8 @@ func (p *PluginInfo) Supports(version string) bool {
 	return false
 }
 
-// versionInfo probes the plugin at path with VERSION the way libcni does
-// (protocol.md §5): dummy netns/ifname/path for plugins built on old
+// versionInfo probes the plugin at path with VERSION the way libcni does:
+// dummy netns/ifname/path for plugins built on old
 // dispatchers, and "unknown CNI_COMMAND: VERSION" meaning a 0.1.0-only
 // plugin.
 func (r *Runtime) versionInfo(ctx context.Context, path string) (*PluginInfo, error) {

@@ -11,7 +11,7 @@ import (
 // InjectConf returns orig with the given top-level keys set. The plugin
 // object goes through a generic JSON round trip, so the result is compact
 // with keys sorted at every depth and numbers as float64 would print them —
-// byte for byte what libcni sends (protocol.md §17.1). An empty key or a nil
+// byte for byte what libcni sends. An empty key or a nil
 // value is refused rather than sent.
 func InjectConf(orig *PluginConfig, newValues map[string]interface{}) (*PluginConfig, error) {
 	config := make(map[string]interface{})
@@ -79,7 +79,7 @@ func buildOneConfig(name, cniVersion string, orig *PluginConfig, prevResult *cni
 }
 
 // injectRuntimeConfig adds "runtimeConfig" with every capability the plugin
-// enables and the runtime has a value for (protocol.md §12). Nothing is
+// enables and the runtime has a value for. Nothing is
 // added, and an existing runtimeConfig is left alone, when that set is
 // empty.
 func injectRuntimeConfig(orig *PluginConfig, rt *RuntimeConf) (*PluginConfig, error) {

@@ -106,7 +106,8 @@ func TestLoadNetworkConfMatchesLibcni(t *testing.T) {
 	}
 }
 
-// TestNegotiation pins §6.1 independently of libcni.
+// TestNegotiation pins how a list's cniVersion is chosen (cniVersion,
+// else the highest supported entry of cniVersions), independently of libcni.
 func TestNegotiation(t *testing.T) {
 	for conf, want := range map[string]string{
 		`{"name":"n","plugins":[{"type":"x"}]}`:                                              "",

@@ -2,8 +2,9 @@ package conformance
 
 import "strings"
 
-// Golden results, derived by hand from protocol.md §7 (shapes and key
-// order per family), §9 (conversion) and the worked examples §18.1/§18.2.
+// Golden results, written by hand from the reference's result shapes and
+// key order per version family, its conversions between families, and its
+// printed output for a dual-stack host-local network.
 // VERSION stands for the config's cniVersion.
 
 // staticFull is the static IPAM config behind goldenStaticFull*: one IPv4
@@ -33,7 +34,7 @@ const staticFull = `{
 }`
 
 // 1.0.0/1.1.0: every object's keys byte-wise alphabetical, no per-IP
-// version, dns present because not empty (§7.1).
+// version, dns present because not empty.
 const goldenStaticFullCurrent = `{
     "cniVersion": "VERSION",
     "dns": {
@@ -80,7 +81,7 @@ const goldenStaticFullCurrent = `{
 
 // 0.3.0/0.3.1/0.4.0: struct order cniVersion, ips, routes, dns; "version"
 // first in each ip; routes verbatim in struct order dst, gw, mtu, advmss,
-// priority, table, scope (§7.1, §9.2); dns struct order.
+// priority, table, scope; dns struct order.
 const goldenStaticFullMiddle = `{
     "cniVersion": "VERSION",
     "ips": [
@@ -128,7 +129,7 @@ const goldenStaticFullMiddle = `{
 }`
 
 // 0.1.0/0.2.0: ip4/ip6 blocks, routes split by destination family, only
-// dst and gw kept (§9.4).
+// dst and gw kept.
 const goldenStaticFullLegacy = `{
     "cniVersion": "VERSION",
     "ip4": {
@@ -169,7 +170,7 @@ const goldenStaticFullLegacy = `{
 }`
 
 // staticMinimal: one IPv4 address with host bits, no gateway, no routes, no
-// dns: 1.x omits dns, 0.x prints "dns": {} (§7.1).
+// dns: 1.x omits dns, 0.x prints "dns": {}.
 const staticMinimal = `{"type": "static", "ipam": {"addresses": [{"address": "192.0.2.77/28"}]}}`
 
 const goldenStaticMinimalCurrent = `{
@@ -201,7 +202,7 @@ const goldenStaticMinimalLegacy = `{
 }`
 
 // staticEmpty has no address at all: allowed from 0.3.0 on, a conversion
-// error below (ipam.md §2.2, protocol.md §9.4).
+// error below.
 const staticEmpty = `{"type": "static", "ipam": {"addresses": []}}`
 
 const goldenStaticEmptyCurrent = `{
@@ -225,8 +226,8 @@ func goldenFor(v, current, middle, legacy string) string {
 	return strings.ReplaceAll(g, "VERSION", v)
 }
 
-// host-local goldens: §18.1 (host-local's own stdout, 1.1.0) and §18.2
-// (0.2.0), for the first allocation of a fresh pool (.2 instead of .7).
+// host-local goldens: host-local's own stdout at 1.1.0 and 0.2.0, for the first
+// allocation of a fresh pool (.2 instead of .7).
 const goldenHostLocalCurrent = `{
     "cniVersion": "VERSION",
     "dns": {

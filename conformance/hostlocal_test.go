@@ -15,7 +15,7 @@ import (
 	"github.com/nftcni/nftcni/internal/storetest"
 )
 
-// host-local conformance (contract/ipam.md §1). The tests skip until the
+// host-local conformance. The tests skip until the
 // binary provides host-local.
 
 // hlPool is one host-local network: a dataDir of its own and the plugin
@@ -26,11 +26,11 @@ type hlPool struct {
 	plugin  string
 }
 
-// resolvConf exercises the parser of ipam.md §1.6: comments, short lines,
+// resolvConf exercises host-local's resolv.conf parser: comments, short lines,
 // only the first nameserver value, unknown keywords.
 const resolvConf = "# generated\n; comment\ndomain\nnameserver 10.22.0.1 10.9.9.9\noptions\nsearch svc.local\nsortlist 10.0.0.0\n"
 
-// dbnetPool is the §18.1 network: one IPv4 and one IPv6 range set, routes,
+// dbnetPool is a dual-stack network: one IPv4 and one IPv6 range set, routes,
 // resolvConf.
 func dbnetPool(t *testing.T) *hlPool {
 	dir := t.TempDir()
@@ -142,8 +142,8 @@ func resultIPs(t *testing.T, res types.Result) []string {
 	return out
 }
 
-// TestHostLocalAdd: ADD for every version (golden per §18.1/§18.2), the
-// store layout (§1.7, §1.13), duplicate allocation, CHECK, DEL, DEL again,
+// TestHostLocalAdd: ADD for every version (golden per version family), the
+// store layout, duplicate allocation, CHECK, DEL, DEL again,
 // STATUS.
 func TestHostLocalAdd(t *testing.T) {
 	requirePlugin(t, "host-local")
@@ -216,9 +216,8 @@ func TestHostLocalAdd(t *testing.T) {
 	}
 }
 
-// TestHostLocalSequence: round-robin allocation in a /29 (ipam.md §1.5
-// "Observed sequences"), exhaustion, and STATUS reporting it (DESIGN §3:
-// code 50 when a range set is exhausted).
+// TestHostLocalSequence: round-robin allocation in a /29, exhaustion, and
+// STATUS reporting it (code 50 when a range set is exhausted).
 func TestHostLocalSequence(t *testing.T) {
 	requirePlugin(t, "host-local")
 	t.Parallel()
@@ -264,7 +263,7 @@ func TestHostLocalSequence(t *testing.T) {
 }
 
 // TestHostLocalRequested: CNI_ARGS IP, args.cni.ips and the ips and
-// ipRanges capabilities (ipam.md §1.2, §1.4; protocol.md §11, §12).
+// ipRanges capabilities.
 func TestHostLocalRequested(t *testing.T) {
 	requirePlugin(t, "host-local")
 	t.Parallel()
@@ -307,7 +306,7 @@ func TestHostLocalRequested(t *testing.T) {
 			_, err := rt.cni.AddNetworkList(ctx, list, conf)
 			wantCNIError(t, err, 999, c.msg, "", "")
 		}
-		// An unknown key also breaks DEL (ipam.md §1.8).
+		// An unknown key also breaks DEL.
 		conf := rtConf("c1")
 		conf.Args = [][2]string{{"FOO", "bar"}}
 		err := rt.cni.DelNetworkList(ctx, list, conf)
@@ -322,7 +321,7 @@ func TestHostLocalRequested(t *testing.T) {
 		conf := rtConf("c1")
 		conf.CapabilityArgs = map[string]any{"ips": []string{"10.1.0.60/24"}}
 		// Both sources are combined; two requested addresses for one range
-		// set cannot both be served (§1.4).
+		// set cannot both be served.
 		_, err := rt.cni.AddNetworkList(ctx, p.list(t, "1.1.0"), conf)
 		var te *types.Error
 		if !errors.As(err, &te) || te.Code != 999 || !strings.HasPrefix(te.Msg, "failed to allocate all requested IPs: 10.1.0.") {
@@ -374,7 +373,7 @@ func TestHostLocalRequested(t *testing.T) {
 	})
 }
 
-// TestHostLocalGC: GC with valid attachments (ipam.md §1.10, DESIGN §3).
+// TestHostLocalGC: GC with valid attachments.
 func TestHostLocalGC(t *testing.T) {
 	requirePlugin(t, "host-local")
 	t.Parallel()
@@ -441,7 +440,7 @@ func TestHostLocalGC(t *testing.T) {
 	}
 	p.wantStore(t, with(map[string]string{"notes": "keep me"}))
 
-	// The older key alone is honoured too (protocol.md §15.1).
+	// The older key alone is honoured too.
 	addIPs(t, rtB, list, rtConf("c5"))
 	stdin := pluginStdin(t, p.name, "1.1.0", strings.TrimSuffix(strings.TrimSpace(p.plugin), "}")+
 		`, "cni.dev/attachments": [{"containerID": "c5", "ifname": "eth0"}]}`)

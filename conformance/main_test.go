@@ -18,7 +18,7 @@ import (
 )
 
 // allVersions is every spec version the IPAM plugins advertise, in the
-// order VERSION and the about banner print them (protocol.md §5).
+// order VERSION and the about banner print them.
 var allVersions = []string{"0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 const supportedQuoted = `["0.1.0" "0.2.0" "0.3.0" "0.3.1" "0.4.0" "1.0.0" "1.1.0"]`
@@ -164,10 +164,10 @@ func env(cmd string, extra ...string) []string {
 	return out
 }
 
-// errJSON renders an error object like the reference printer (protocol.md
-// §10.1: code, msg, details omitted when empty, 4-space indent, HTML-safe
-// escaping, no trailing newline) plus the project's one deliberate addition
-// (DESIGN §3, docs/protocol.md): "cniVersion" first — the config's version
+// errJSON renders an error object like the reference printer (code, msg,
+// details omitted when empty, 4-space indent, HTML-safe escaping, no
+// trailing newline) plus the project's one deliberate addition
+// (docs/protocol.md): "cniVersion" first — the config's version
 // when it is one we speak ("" meaning 0.1.0), else 1.1.0.
 func errJSON(ver string, code uint, msg, details string) string {
 	if ver == "" {
@@ -304,9 +304,8 @@ func sortedCompact(t *testing.T, s string) string {
 	return string(b)
 }
 
-// pluginStdin is what libcni hands the only plugin of a list (protocol.md
-// §17.1): the plugin object with name and cniVersion injected, compact,
-// keys sorted.
+// pluginStdin is what libcni hands the only plugin of a list: the plugin
+// object with name and cniVersion injected, compact, keys sorted.
 func pluginStdin(t *testing.T, network, version, plugin string) []byte {
 	t.Helper()
 	var m map[string]any
@@ -327,7 +326,7 @@ func listJSON(network, version, plugin string) string {
 	return fmt.Sprintf(`{"cniVersion": %q, "name": %q, "plugins": [%s]}`, version, network, plugin)
 }
 
-// family names the result shape of a version (protocol.md §7.1).
+// family names the result shape of a version.
 func family(v string) string {
 	switch v {
 	case "", "0.1.0", "0.2.0":

@@ -17,8 +17,7 @@ func staticStdin(t *testing.T) []byte {
 
 var minimalResult110 = strings.ReplaceAll(goldenStaticMinimalCurrent, "VERSION", "1.1.0")
 
-// TestEnvironment: the dispatcher's environment walk, direct execution
-// (protocol.md §2.1–§2.3).
+// TestEnvironment: the dispatcher's environment walk, direct execution.
 func TestEnvironment(t *testing.T) {
 	t.Parallel()
 	const (
@@ -115,7 +114,7 @@ func jsonErr(data string, v any) string {
 	return err.Error()
 }
 
-// TestStdin: stdin reading and config validation (protocol.md §2.5).
+// TestStdin: stdin reading and config validation.
 func TestStdin(t *testing.T) {
 	t.Parallel()
 	ipam := `"ipam":{"addresses":[{"address":"192.0.2.77/28"}]}`
@@ -176,7 +175,7 @@ func TestStdin(t *testing.T) {
 	}
 }
 
-// TestVersionMatrix: protocol.md §6.2, every config cniVersion against ADD,
+// TestVersionMatrix: every config cniVersion against ADD,
 // DEL, CHECK, GC and STATUS. Expected parse errors come from the upstream
 // library's own version parser.
 func TestVersionMatrix(t *testing.T) {
@@ -275,8 +274,8 @@ func TestVersionMatrix(t *testing.T) {
 }
 
 // TestSameNetns: CNI_NETNS naming the plugin's own namespace is refused with
-// code 8 for ADD and DEL, before any work, unless CNI_NETNS_OVERRIDE is set
-// (protocol.md §2.4). /proc/self/ns/net opened by the plugin is its own.
+// code 8 for ADD and DEL, before any work, unless CNI_NETNS_OVERRIDE is set.
+// /proc/self/ns/net opened by the plugin is its own.
 func TestSameNetns(t *testing.T) {
 	t.Parallel()
 	const msg = "plugin's netns and netns from CNI_NETNS should not be the same"

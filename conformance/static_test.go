@@ -16,7 +16,7 @@ import (
 
 // TestStaticAdd: ADD for every spec version, through libcni (the parsed
 // result re-printed with libcni's printer) and by direct execution (the raw
-// stdout bytes), both against the golden derived from the contract.
+// stdout bytes), both against the hand-written golden (golden_test.go).
 func TestStaticAdd(t *testing.T) {
 	cases := []struct {
 		name, plugin            string
@@ -71,7 +71,7 @@ func TestStaticAdd(t *testing.T) {
 }
 
 // TestStaticAddNoAddress: an empty address list is fine from 0.3.0 on and a
-// conversion error (code 999) for 0.1.0/0.2.0 (ipam.md §2.2).
+// conversion error (code 999) for 0.1.0/0.2.0.
 func TestStaticAddNoAddress(t *testing.T) {
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestStaticLifecycle(t *testing.T) {
 				t.Fatalf("ADD: %v", err)
 			}
 
-			// Cache file: protocol.md §17.4 layout, written by libcni from
+			// Cache file: libcni's layout, written by libcni from
 			// our result.
 			cf := rt.cacheFile("statnet", "c1", "eth0")
 			data, err := os.ReadFile(cf)
@@ -145,7 +145,7 @@ func TestStaticLifecycle(t *testing.T) {
 				if err != nil {
 					t.Errorf("CHECK: %v", err)
 				}
-				// A gateway that differs from prevResult's (ipam.md §2.5).
+				// A gateway that differs from prevResult's.
 				bad := strings.Replace(listText, `"gateway": "10.10.0.1"`, `"gateway": "10.10.0.9"`, 1)
 				err = rt.cni.CheckNetworkList(ctx, confList(t, bad), rtConf("c1"))
 				wantCNIError(t, err, 999, "static: Failed to match addr 10.10.0.5 on interface eth0", "",
@@ -204,7 +204,7 @@ func TestStaticLifecycle(t *testing.T) {
 }
 
 // TestStaticDirectCommands: what static prints for DEL, CHECK, GC, STATUS
-// when executed directly (ipam.md §2.4–§2.6, protocol.md §6.4).
+// when executed directly.
 func TestStaticDirectCommands(t *testing.T) {
 	t.Parallel()
 	full := func(v, extra string) []byte {
@@ -299,7 +299,7 @@ func TestStaticDirectCommands(t *testing.T) {
 }
 
 // TestStaticAddressSources: CNI_ARGS IP/GATEWAY are appended, args.cni.ips
-// replaces, runtimeConfig.ips replaces again (ipam.md §2.2).
+// replaces, runtimeConfig.ips replaces again.
 func TestStaticAddressSources(t *testing.T) {
 	t.Parallel()
 	base := `{"type":"static","ipam":{"addresses":[{"address":"10.1.1.1/24","gateway":"10.1.1.254"}]}}`
@@ -330,7 +330,7 @@ func TestStaticAddressSources(t *testing.T) {
 }
 
 // TestCapabilities: libcni turns CapabilityArgs into runtimeConfig only for
-// capabilities the plugin config enables (protocol.md §12); static uses
+// capabilities the plugin config enables; static uses
 // runtimeConfig.ips instead of its configured addresses.
 func TestCapabilities(t *testing.T) {
 	capArgs := map[string]any{"ips": []string{"10.50.0.9/24", "fd00:50::9/64"}, "portMappings": []any{}}
@@ -381,7 +381,7 @@ func TestCapabilities(t *testing.T) {
 			if got := printed(t, res); got != want {
 				t.Errorf("with capability:\n%s\nwant:\n%s", got, want)
 			}
-			// The cache keeps every capability argument (§17.4).
+			// The cache keeps every capability argument.
 			data, err := os.ReadFile(rt.cacheFile("statnet", "c1", "eth0"))
 			if err != nil || !strings.Contains(string(data), `"capabilityArgs":{"ips":["10.50.0.9/24","fd00:50::9/64"],"portMappings":[]}`) {
 				t.Errorf("cache file lacks capabilityArgs: %s (%v)", data, err)
@@ -413,7 +413,7 @@ func TestCapabilities(t *testing.T) {
 }
 
 // TestCNIArgsViaLibcni: RuntimeConf.Args become CNI_ARGS ("k=v" joined by
-// ";", no escaping); static parses them strictly (protocol.md §11).
+// ";", no escaping); static parses them strictly.
 func TestCNIArgsViaLibcni(t *testing.T) {
 	t.Parallel()
 	list := confList(t, listJSON("statnet", "1.1.0", staticMinimal))
@@ -543,7 +543,7 @@ func TestLibcniErrors(t *testing.T) {
 	})
 }
 
-// TestVersionInfo: VERSION through libcni and directly (protocol.md §5).
+// TestVersionInfo: VERSION through libcni and directly.
 func TestVersionInfo(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t)
@@ -600,7 +600,7 @@ func TestValidateNetworkList(t *testing.T) {
 }
 
 // TestAbout: CNI_COMMAND unset or empty → the banner on stderr, nothing on
-// stdout, exit 0, whatever else is set (protocol.md §4).
+// stdout, exit 0, whatever else is set.
 func TestAbout(t *testing.T) {
 	t.Parallel()
 	out, err := osExecOutput(filepath.Join(binDir, "nftcni"), "version")

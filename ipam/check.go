@@ -12,7 +12,7 @@ import (
 )
 
 // The CHECK helpers every interface plugin shares, the counterpart of
-// ConfigureInterface (contract/main-plugins.md §11.9). Their messages are
+// ConfigureInterface. Their messages are
 // the reference's, word for word, capitalisation and odd wording included.
 
 // ContainerInterface picks the container interface out of a prevResult's

@@ -15,18 +15,18 @@ import (
 )
 
 // DADTimeout bounds the wait for IPv6 duplicate address detection, as the
-// reference does (contract/main-plugins.md §11.8).
+// reference does.
 const DADTimeout = 5 * time.Second
 
 // ConfigureInterface applies r to the link ifName in h's namespace, in the
-// reference's order (contract/main-plugins.md §11.7): addresses bound to
+// reference's order: addresses bound to
 // this interface, link up, DAD settle when there is an IPv6 gateway, then
 // routes via the first gateway of each family. Only IPs whose interface
 // index names ifName are applied; IPs without an index are skipped.
 //
 // Unlike the reference, a route that repeats an earlier one of the same
 // result (e.g. a default route from both the plugin and IPAM) is applied
-// once instead of failing with "file exists" (DESIGN §3).
+// once instead of failing with "file exists".
 func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error {
 	if len(r.Interfaces) == 0 {
 		return errors.New("no interfaces to configure")

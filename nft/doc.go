@@ -62,7 +62,7 @@
 //
 // # Kernel features
 //
-// The floor is Linux 5.10 (DESIGN §4). Features are probed with
+// The floor is Linux 5.10. Features are probed with
 // check-only batches (no batch-end message: the kernel validates and
 // aborts, like `nft --check`), once per process, and only when a batch
 // failed (Conn.Explain), so the common path costs nothing; a missing

@@ -7,8 +7,8 @@ import (
 
 func TestOwnerTag(t *testing.T) {
 	o := Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
-	// The network hash is the reference's H_n for the same name
-	// (contract/main-plugins.md §3.2: mynet ⇒ d23676b4f2d9fe04).
+	// The network hash is the one the reference computes for the same
+	// name: mynet ⇒ d23676b4f2d9fe04.
 	if got := NetworkHash("mynet"); got != "d23676b4f2d9fe04" {
 		t.Fatalf("NetworkHash(mynet) = %s", got)
 	}

@@ -12,7 +12,7 @@ import (
 // Rules in chains that are not ours.
 //
 // Everything else in this package refuses to write outside our own
-// nftcni_* tables. The firewall needs one narrow exception (DESIGN §3): an
+// nftcni_* tables. The firewall needs one narrow exception: an
 // iptables-nft `filter FORWARD` chain with a DROP policy drops forwarded
 // packets whatever our own table accepts (a drop in any base chain is
 // final), so the firewall puts accept rules for its containers into that

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// Bounds of the plugin's waits. The reference waits for the daemon
-// forever, and its daemon could hang on a dead lease (contract/ipam.md
-// §3.7); ours never blocks a runtime indefinitely.
+// Bounds of the plugin's waits. The reference waits for the daemon forever, and
+// its daemon could hang on a dead lease; ours never blocks a runtime
+// indefinitely.
 const (
 	// DialTimeout bounds connecting plus the HTTP CONNECT handshake.
 	DialTimeout = 10 * time.Second

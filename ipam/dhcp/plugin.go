@@ -31,7 +31,7 @@ var Plugin = &cni.Plugin{
 	Status: cmdStatus,
 }
 
-// socketPath reads ipam.daemonSocketPath (contract/ipam.md §3.4): used as
+// socketPath reads ipam.daemonSocketPath: used as
 // given, no host prefix on the plugin side.
 func socketPath(data []byte) (string, error) {
 	var c struct {
@@ -180,8 +180,8 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // cmdGC asks the daemon to release the leases of this network that no
-// valid attachment owns. Without the attachment list nothing is done
-// (DESIGN §3). A daemon without GC (the reference) is noted and skipped.
+// valid attachment owns. Without the attachment list nothing is done.
+// A daemon without GC (the reference) is noted and skipped.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	nc, err := cni.DecodeNetConf(a.StdinData, "error parsing netconf")
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // The RPC between the plugin and the daemon is the reference's, so either
-// side can be swapped with the reference binary (contract/ipam.md §3.3):
+// side can be swapped with the reference binary:
 // Go net/rpc over HTTP CONNECT on a Unix socket, gob-encoded. gob matches
 // struct fields by name and kind, not by type name, so these types mirror
 // the CNI library's skel.CmdArgs and types/100.Result field for field; IP

@@ -19,7 +19,7 @@ type allocation struct {
 
 // allocate takes one address from the set under the store lock (held for
 // this set only, as in the reference) and returns it with the prefix length
-// and gateway of its range (contract/ipam.md §1.4, §1.5). Errors carry the
+// and gateway of its range. Errors carry the
 // reference's texts without the "failed to allocate for range <i>: "
 // prefix, which the caller adds.
 func (s *store) allocate(a allocation) (ipc *cni.IPConfig, err error) {

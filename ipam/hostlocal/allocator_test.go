@@ -185,8 +185,8 @@ func TestResultShape(t *testing.T) {
 	is.Equal(res.DNS.Search, []string{"a.example", "b.example"})
 }
 
-// TestRollback pins §1.5 "Rollback": a later set failing releases all of
-// the pair's reservations, a failing set 0 releases nothing.
+// TestRollback pins the rollback of a multi-set ADD: a later set failing
+// releases all of the pair's reservations, a failing set 0 releases nothing.
 func TestRollback(t *testing.T) {
 	is := is.New(t)
 	dir := t.TempDir()
@@ -207,7 +207,8 @@ func TestRollback(t *testing.T) {
 	is.Equal(len(reservations(t, dir)), 4)
 }
 
-// TestRollbackReleasesEverythingOfThePair pins the edge of §1.5: the
+// TestRollbackReleasesEverythingOfThePair pins the edge of that
+// rollback: the
 // release is by owner, so pre-existing reservations of the same pair go too,
 // and a second release pass (two sets done) also drops legacy files.
 func TestRollbackReleasesEverythingOfThePair(t *testing.T) {

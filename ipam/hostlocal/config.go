@@ -13,8 +13,7 @@ import (
 // defaultDataDir is the reference's store root.
 const defaultDataDir = "/var/lib/cni/networks"
 
-// Config is a decoded, validated host-local configuration
-// (contract/ipam.md §1.1–§1.4).
+// Config is a decoded, validated host-local configuration.
 type Config struct {
 	Name       string // network name: the store directory
 	CNIVersion string

@@ -19,7 +19,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		args    string
 		want    string
 	}{
-		// §1.1 keys and JSON decoding
+		// keys and JSON decoding
 		{name: "no ipam", conf: `{"cniVersion":"1.1.0","name":"net"}`, want: "IPAM config missing 'ipam' key"},
 		{name: "null ipam", conf: `{"cniVersion":"1.1.0","name":"net","ipam":null}`, want: "IPAM config missing 'ipam' key"},
 		{name: "decode errors come first", conf: `{"name":"net","runtimeConfig":{"ips":["x"]}}`, want: "invalid IP address x"},
@@ -50,12 +50,12 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "CNI_ARGS unknown key", ipam: `"subnet":"10.0.0.0/24"`, args: "FOO=1", want: `ARGS: unknown args ["FOO=1"]`},
 		{name: "CNI_ARGS bad pair", ipam: `"subnet":"10.0.0.0/24"`, args: "IP=10.0.0.5;", want: `ARGS: invalid pair ""`},
 
-		// §1.2 assembly
+		// assembly of ranges from subnet/ranges and runtime ipRanges
 		{name: "no ranges", ipam: ``, want: "no IP ranges specified"},
 		{name: "rangeStart without subnet", ipam: `"rangeStart":"10.0.0.5","gateway":"10.0.0.1"`, want: "no IP ranges specified"},
 		{name: "empty ranges list", ipam: `"ranges":[]`, want: "no IP ranges specified"},
 
-		// §1.3 per range
+		// validation per range
 		{name: "missing subnet", ipam: r(`[{"rangeStart":"10.0.0.5"}]`), want: "invalid range set 0: IP <nil> not v4 nor v6"},
 		{name: "null range", ipam: r(`[null]`), want: "invalid range set 0: IP <nil> not v4 nor v6"},
 		{name: "v4 /31", ipam: `"subnet":"10.0.0.0/31"`, want: "invalid range set 0: Network 10.0.0.0/31 too small to allocate from"},
@@ -80,7 +80,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "rangeEnd other family", ipam: `"subnet":"10.0.0.0/24","rangeStart":"10.0.0.5","rangeEnd":"2001:db8::1"`,
 			want: "invalid range set 0: RangeEnd 2001:db8::1 not in network 10.0.0.0/24"},
 
-		// §1.3 per set
+		// validation per range set
 		{name: "empty set", ipam: r(`[]`), want: "invalid range set 0: empty range set"},
 		{name: "null set", ipam: r(`null`), want: "invalid range set 0: empty range set"},
 		{name: "mixed families", ipam: r(`[{"subnet":"10.0.0.0/24"},{"subnet":"2001:db8::/64"}]`), want: "invalid range set 0: mixed address families"},
@@ -97,7 +97,7 @@ func TestLoadConfigErrors(t *testing.T) {
 			conf: `{"name":"net","ipam":{ipam},"runtimeConfig":{"ipRanges":[[{"subnet":"10.9.0.0/24"}]]}}`,
 			want: "invalid range set 1: Network 10.0.0.0/31 too small to allocate from"},
 
-		// §1.3 across sets
+		// validation across range sets
 		{name: "two v4 sets below 0.3.0", version: "0.2.0", ipam: r(`[{"subnet":"10.0.0.0/24"}]`, `[{"subnet":"10.1.0.0/24"}]`),
 			want: "CNI version 0.2.0 does not support more than 1 address per family"},
 		{name: "two v6 sets, empty version", version: "-", ipam: r(`[{"subnet":"2001:db8::/64"}]`, `[{"subnet":"2001:db9::/64"}]`),

@@ -24,7 +24,7 @@ type gcConf struct {
 }
 
 // cmdGC releases every reservation whose owner is not a valid attachment
-// (contract/ipam.md §1.10; the reference does nothing). Without a list at
+// (the reference does nothing). Without a list at
 // all it does nothing and says so: releasing everything because a runtime
 // forgot the key would be far worse than leaking until the next GC.
 func cmdGC(_ context.Context, a *cni.CmdArgs) error {

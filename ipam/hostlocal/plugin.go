@@ -2,9 +2,9 @@
 // from configured ranges and records each reservation as a file under
 // <dataDir>/<network name>, in the reference plugin's on-disk format.
 //
-// Behaviour follows contract/ipam.md §1, quirks included. Where we differ
-// (no-follow file access, crash-safe reservations, GC and STATUS) see
-// README.md.
+// It behaves like the reference host-local plugin, quirks included. Where
+// we differ (no-follow file access, crash-safe reservations, GC and
+// STATUS) see README.md.
 package hostlocal
 
 import (
@@ -26,8 +26,7 @@ var Plugin = &cni.Plugin{
 	Status: cmdStatus,
 }
 
-// cmdAdd takes one address from every range set, in list order
-// (contract/ipam.md §1.4–§1.6).
+// cmdAdd takes one address from every range set, in list order.
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := LoadConfig(a.StdinData, a.Args)
 	if err != nil {
@@ -92,7 +91,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 
 // cmdDel parses the config like ADD (so it fails like ADD on a broken
 // config or CNI_ARGS), then releases the attachment's files once per range
-// set, as the reference does (contract/ipam.md §1.8). Idempotent.
+// set, as the reference does. Idempotent.
 func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 	conf, err := LoadConfig(a.StdinData, a.Args)
 	if err != nil {
@@ -115,8 +114,8 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 	return nil
 }
 
-// cmdCheck succeeds when the attachment owns any address in the store
-// (contract/ipam.md §1.9); like the reference it does not compare with
+// cmdCheck succeeds when the attachment owns any address in the store;
+// like the reference it does not compare with
 // prevResult or the configured ranges.
 func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	conf, err := LoadConfig(a.StdinData, a.Args)

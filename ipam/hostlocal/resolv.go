@@ -9,8 +9,8 @@ import (
 	"github.com/nftcni/nftcni/cni"
 )
 
-// parseResolvConf reads a resolv.conf-format file into the result's dns
-// (contract/ipam.md §1.6). The path comes from the admin's config and is
+// parseResolvConf reads a resolv.conf-format file into the result's dns.
+// The path comes from the admin's config and is
 // opened normally (following symlinks), like the reference; errors keep the
 // os texts ("open <path>: <reason>").
 func parseResolvConf(path string) (cni.DNS, error) {

@@ -21,7 +21,7 @@ import (
 )
 
 // On-disk format, shared with the reference so that both can run against
-// one directory during a rolling replacement (contract/ipam.md §1.7).
+// one directory during a rolling replacement.
 const (
 	lastIPFilePrefix = "last_reserved_ip."
 	lineBreak        = "\r\n"

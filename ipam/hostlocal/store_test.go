@@ -22,8 +22,7 @@ func mode(t *testing.T, path string) os.FileMode {
 	return fi.Mode()
 }
 
-// TestStoreFormat pins the bytes and modes a reference host-local reads
-// (contract/ipam.md §1.7, §1.13).
+// TestStoreFormat pins the bytes and modes a reference host-local reads.
 func TestStoreFormat(t *testing.T) {
 	is := is.New(t)
 	old := syscall.Umask(0o022)
@@ -104,9 +103,9 @@ func TestReferenceStore(t *testing.T) {
 	is.Equal(readFile(t, filepath.Join(d, "last_reserved_ip.0")), "10.1.2.4")
 }
 
-// TestDelLegacyFallback pins §1.8: legacy files of the bare ID go only when
-// no current-format file matched, except that every further range set
-// repeats the fallback.
+// TestDelLegacyFallback pins DEL's fallback to the old file format: legacy
+// files of the bare ID go only when no current-format file matched, except that
+// every further range set repeats the fallback.
 func TestDelLegacyFallback(t *testing.T) {
 	for _, tc := range []struct {
 		name, ipam string

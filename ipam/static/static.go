@@ -1,7 +1,7 @@
 // Package static is the "static" IPAM plugin: it hands out exactly the
 // addresses its config (or the runtime) names and keeps no state.
 //
-// Behaviour follows contract/ipam.md §2, quirks included: CNI_ARGS IP
+// It behaves like the reference static plugin, quirks included: CNI_ARGS IP
 // entries are appended to the configured list, args.cni.ips replaces the
 // list and runtimeConfig.ips replaces it again; CHECK only catches a
 // gateway mismatch for addresses present in prevResult.
@@ -68,8 +68,7 @@ type config struct {
 	dns    cni.DNS
 }
 
-// load builds the address list in the reference's order of operations
-// (contract/ipam.md §2.2).
+// load builds the address list in the reference's order of operations.
 func load(data []byte, envArgs string) (*config, error) {
 	var n netConf
 	if err := json.Unmarshal(data, &n); err != nil {

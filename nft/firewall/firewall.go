@@ -1,5 +1,5 @@
-// Package firewall is the nftables state of the firewall plugin
-// (contract/meta-plugins.md §3, DESIGN §3): forwarded traffic of container
+// Package firewall is the nftables state of the firewall plugin:
+// forwarded traffic of container
 // addresses is accepted, an administrator's chain is consulted first, and
 // bridges with an ingress policy are isolated from each other. The
 // reference writes iptables chains (CNI-FORWARD, CNI-ADMIN,
@@ -120,7 +120,9 @@ const (
 // Policy is an ingressPolicy.
 type Policy int
 
-// The ingress policies of contract §3.4.
+// The ingressPolicy values: "open" (or empty) adds no isolation,
+// "same-bridge" drops forwarding between two policed bridges, "isolated"
+// also drops what stays on the bridge (see "Ingress policy" above).
 const (
 	PolicyOpen Policy = iota
 	PolicySameBridge

@@ -1,5 +1,5 @@
-// Package macspoof is the bridge plugin's macspoofchk filter
-// (contract/main-plugins.md §1.7): frames a container sends into the bridge
+// Package macspoof is the bridge plugin's macspoofchk filter:
+// frames a container sends into the bridge
 // must carry the container's own source MAC, anything else is dropped.
 //
 // # Data model

@@ -1,5 +1,5 @@
 // Package masq masquerades traffic leaving a container network: the ipMasq
-// option of the bridge and ptp plugins (contract/main-plugins.md §3). The
+// option of the bridge and ptp plugins. The
 // semantics are the reference's: traffic from container address A/len to
 // any destination that is neither multicast nor inside A's own subnet
 // leaves with the host's address.

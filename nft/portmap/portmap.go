@@ -1,5 +1,5 @@
 // Package portmap forwards host ports to containers with nftables maps: the
-// portmap plugin's data plane (contract/meta-plugins.md §1, DESIGN §2–3).
+// portmap plugin's data plane.
 //
 // # Data model
 //

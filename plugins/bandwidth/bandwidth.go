@@ -5,8 +5,9 @@
 // container) is redirected from the host end's ingress qdisc to an IFB
 // device whose root is a TBF.
 //
-// Behaviour follows contract/meta-plugins.md §2, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference bandwidth plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package bandwidth
 
 import (
@@ -194,7 +195,7 @@ func warnSmallBurst(a *cni.CmdArgs, field string, burstBits uint64, host netlink
 	}
 }
 
-// hostVeth finds the host end of the container's veth (contract §2.3): the
+// hostVeth finds the host end of the container's veth: the
 // peer of ifName, looked up by index in the host namespace, which must be
 // an entry of prevResult's interfaces without a sandbox.
 func hostVeth(ctrNS *netns.NS, hh *netlinkx.Handle, ifName string, ifaces []*cni.Interface) (netlinkx.Link, error) {
@@ -254,8 +255,8 @@ func deleteLink(h *netlinkx.Handle, name string) error {
 	return nil
 }
 
-// cmdDel removes the attachment's IFB, under our name and the reference's
-// (contract §2.5), and, unlike the reference, also the TBF and the ingress
+// cmdDel removes the attachment's IFB, under our name and the reference's,
+// and, unlike the reference, also the TBF and the ingress
 // qdisc on the host veth while that still exists (a chain's DEL runs
 // before the interface plugin deletes the veth). It does not depend on
 // the limits, which are not validated here; a vanished namespace,
@@ -365,7 +366,7 @@ func redirectsToOurs(hh *netlinkx.Handle, q *qdisc.Handle, ifindex int, ifbs []s
 }
 
 // cmdCheck verifies the shaping prevResult's attachment should have
-// (contract §2.6, with its quirks fixed): the TBF at the root of the host
+// (with its quirks fixed): the TBF at the root of the host
 // veth; the IFB, its TBF, the host veth's ingress qdisc and the redirect
 // to the IFB. Without limits there is nothing to check (the reference
 // still insists on a veth).

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 )
 
-// BandwidthEntry is one set of limits (contract §2.1): rates in bits per
+// BandwidthEntry is one set of limits: rates in bits per
 // second, bursts in bits; 0 means no limit. The type names follow the
 // reference's, which appear in JSON decoding errors.
 type BandwidthEntry struct {
@@ -82,8 +82,8 @@ func parseLenient(stdin []byte) (*cni.NetConf, error) {
 
 // validateRateAndBurst checks one direction's pair. The first three
 // checks and their texts are the reference's; the rest reject what the
-// reference lets through to a division by zero or a zero-sized bucket
-// (contract §2.2 quirks), naming the field.
+// reference lets through to a division by zero or a zero-sized bucket,
+// naming the field.
 func validateRateAndBurst(dir string, rate, burst uint64) error {
 	switch {
 	case burst == 0 && rate != 0:

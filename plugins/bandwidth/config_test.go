@@ -15,8 +15,8 @@ import (
 // modernTick is what every current kernel's /proc/net/psched gives.
 const modernTick = 15.625
 
-// TestTBFFor pins the conversions bit for bit (contract §2.2), including
-// the contract's worked examples and the out-of-range cases, where we
+// TestTBFFor pins the conversions bit for bit, including two worked examples
+// computed with the reference's formula and the out-of-range cases, where we
 // saturate and the reference (on amd64) wraps around.
 func TestTBFFor(t *testing.T) {
 	for _, tt := range []struct {
@@ -25,8 +25,8 @@ func TestTBFFor(t *testing.T) {
 		want               qdisc.TBF
 		refLimit, refBuffr uint32 // the reference's, where they differ
 	}{
-		{"contract example 1", 2048, 1600, qdisc.TBF{Rate: 256, Limit: 206, Buffer: 12207031}, 0, 0},
-		{"contract example 2", 1000000, 80000, qdisc.TBF{Rate: 125000, Limit: 13125, Buffer: 1250000}, 0, 0},
+		{"worked example 1", 2048, 1600, qdisc.TBF{Rate: 256, Limit: 206, Buffer: 12207031}, 0, 0},
+		{"worked example 2", 1000000, 80000, qdisc.TBF{Rate: 125000, Limit: 13125, Buffer: 1250000}, 0, 0},
 		// Bits that do not make a whole byte are dropped.
 		{"truncated bytes", 1000007, 80007, qdisc.TBF{Rate: 125000, Limit: 13125, Buffer: 1250000}, 0, 0},
 		// 8 Mbit/s, 64 KiB: what the traffic test measures.
@@ -137,7 +137,7 @@ func TestParsePsched(t *testing.T) {
 }
 
 func TestIFBNames(t *testing.T) {
-	// The contract's example of the reference's formula.
+	// The name the reference's formula gives for this network and ifname.
 	if got := legacyIFBName("mynet", "dummy"); got != "bwp1b29d9511ed2" {
 		t.Errorf("legacy name %q", got)
 	}

@@ -23,7 +23,7 @@ func conf(version, fields string) string {
 	return fmt.Sprintf(`{"cniVersion":%q,"name":"testnet","type":"bandwidth"%s}`, version, fields)
 }
 
-// Limits used throughout: the contract's worked examples, one per
+// Limits used throughout: the two worked examples of config_test.go, one per
 // direction, so each direction's numbers are told apart.
 const (
 	ingressOnly = `,"ingressRate":1000000,"ingressBurst":80000`

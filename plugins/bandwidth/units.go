@@ -11,7 +11,7 @@ import (
 )
 
 // The conversions from the configuration's bits to a TBF's bytes and
-// ticks (contract §2.2). They mirror the reference's float64 arithmetic
+// ticks. They mirror the reference's float64 arithmetic
 // step by step, so that the kernel gets bit-identical numbers and CHECK
 // agrees with attachments the reference made.
 

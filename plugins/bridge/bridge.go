@@ -3,8 +3,9 @@
 // optionally makes the bridge the container's gateway, masquerades its
 // traffic, puts the port on VLANs and filters spoofed source MACs.
 //
-// Behaviour follows contract/main-plugins.md §1, with the deliberate
-// differences of DESIGN §3 (see README.md): a failed ADD undoes all it did,
+// It behaves like the reference bridge plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md: a failed ADD undoes all it did,
 // DEL always releases IPAM and the nftables state, GC is implemented, CHECK
 // works for layer-2-only configs.
 package bridge
@@ -140,7 +141,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// addL3 is the IPAM part of ADD (contract §1.2 step 9): addresses, routes,
+// addL3 is the IPAM part of ADD: addresses, routes,
 // gateway addresses on the bridge, forwarding, masquerade (started in the
 // background, joined by vethplugin.Add.End). The IPAM
 // release is registered with rollback before IPAM is asked.
@@ -203,9 +204,9 @@ func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.
 	return nil
 }
 
-// calcGateways fills in gateways and the default route (contract §1.2
-// step 9c) and returns the gateway addresses to put on the bridge, per
-// family. Every IP is bound to the container interface (index 2).
+// calcGateways fills in gateways and the default route and returns the gateway
+// addresses to put on the bridge, per family. Every IP is bound to the
+// container interface (index 2).
 //
 // A default route IPAM already returned counts as present even without a
 // gateway: ConfigureInterface installs it via the family's gateway, so
@@ -259,7 +260,7 @@ func bridgeByName(hh *netlinkx.Handle, name string) (netlinkx.Link, error) {
 	return l, nil
 }
 
-// ensureBridge creates the bridge unless it exists (contract §1.2 step 2).
+// ensureBridge creates the bridge unless it exists.
 // An existing bridge's MTU and VLAN filtering are left alone; promiscuous
 // mode is only ever turned on.
 func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Interface, error) {
@@ -293,7 +294,7 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Inter
 
 // setupVeth creates the pair from inside the container's namespace with
 // the host end placed straight in the host's, sets the host end up and
-// returns its name and the container interface (contract §11.5).
+// returns its name and the container interface.
 func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int, mac net.HardwareAddr) (string, *cni.Interface, error) {
 	peer, err := hc.CreateVethPair(ifName, hostNS, max(mtu, 0), mac)
 	if err != nil {
@@ -313,8 +314,7 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 }
 
 // setupPort enslaves a host-side veth end to the bridge and configures the
-// port: hairpin and isolation flags (always written) and VLANs (contract
-// §1.2 steps 5–6).
+// port: hairpin and isolation flags (always written) and VLANs.
 func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool, vlan int, trunk []int, preserveDefault bool) error {
 	if err := hh.SetMaster(port, brName); err != nil {
 		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, vethplugin.Unwrap(err))
@@ -359,7 +359,7 @@ func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool,
 
 // ensureVlanInterface returns the VLAN gateway interface <bridge>.<vlan>,
 // creating it when missing: one end of a veth pair in the host namespace
-// whose other end is an access port of the VLAN (contract §1.6). The pair
+// whose other end is an access port of the VLAN. The pair
 // is shared by every container of the VLAN and never removed.
 func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preserveDefault bool) (netlinkx.Link, error) {
 	name := fmt.Sprintf("%s.%d", br.Name, vlan)
@@ -393,7 +393,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 	return l, nil
 }
 
-// ensureAddr puts gateway address gw on link l (contract §1.5). An equal
+// ensureAddr puts gateway address gw on link l. An equal
 // address ends the procedure; any other IPv4 address, or an overlapping
 // IPv6 one, is a conflict that forceAddress resolves by deleting it. Before
 // adding, the link's MAC is set to the MAC it had when looked up, which

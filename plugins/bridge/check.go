@@ -12,7 +12,7 @@ import (
 )
 
 // cmdCheck verifies that the attachment described by prevResult still
-// exists (contract §1.9): the bridge, the container veth, the host veth
+// exists: the bridge, the container veth, the host veth
 // joining them, and the container's addresses and routes. Unlike the
 // reference, a layer-2-only config (no IPAM) is checked too instead of
 // failing on the missing IPAM type.

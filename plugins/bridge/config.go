@@ -14,9 +14,8 @@ import (
 // defaultBridge is the bridge name when the config has none.
 const defaultBridge = "cni0"
 
-// NetConf is the bridge plugin's configuration (contract/main-plugins.md
-// §1.1). Keys match case-insensitively, as encoding/json does for the
-// reference.
+// NetConf is the bridge plugin's configuration. Keys match case-insensitively,
+// as encoding/json does for the reference.
 type NetConf struct {
 	cni.NetConf
 	BrName       string `json:"bridge"`

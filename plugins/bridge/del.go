@@ -11,7 +11,7 @@ import (
 )
 
 // cmdDel removes the container's veth pair, releases its addresses and
-// removes its nftables state (contract §1.8). It is idempotent: a missing
+// removes its nftables state. It is idempotent: a missing
 // interface or namespace is "already done", and the IPAM release and the
 // nftables teardown (which go by owner, not by address) run in every case,
 // also when CNI_NETNS is empty or gone — where the reference leaves the

@@ -11,8 +11,8 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 )
 
-// TestKernelStateAfterAdd checks what ADD leaves in both namespaces
-// (contract §1.4): addresses, routes, sysctls, bridge, port.
+// TestKernelStateAfterAdd checks what ADD leaves in both namespaces:
+// addresses, routes, sysctls, bridge, port.
 func TestKernelStateAfterAdd(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)

@@ -3,8 +3,9 @@
 // stable address for a service inside the container that does not depend
 // on any real interface.
 //
-// Behaviour follows contract/main-plugins.md §9, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference dummy plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package dummy
 
 import (
@@ -37,7 +38,7 @@ func parseConf(stdin []byte) (*cni.NetConf, error) {
 	return cni.DecodeNetConf(stdin, "failed to parse network config")
 }
 
-// ipamOf decodes the config for DEL (contract §9.3), GC and STATUS, which
+// ipamOf decodes the config for DEL, GC and STATUS, which
 // call IPAM unconditionally, as the reference (dummy cannot work without
 // IPAM). DEL releases the addresses, then deletes the dummy; a missing
 // link or namespace, or an empty CNI_NETNS, is success. dummy keeps no
@@ -87,7 +88,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// cmdCheck verifies the dummy described by prevResult (contract §9.3): it
+// cmdCheck verifies the dummy described by prevResult: it
 // exists, is a dummy with the recorded MAC, is up, and carries its
 // addresses. Routes are not checked, as in the reference.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {

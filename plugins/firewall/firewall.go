@@ -1,9 +1,9 @@
 // Package firewall is the chained "firewall" plugin: it lets forwarded
 // traffic of the container's addresses through, consults an
 // administrator's chain first, and optionally isolates bridges from each
-// other (ingressPolicy). Behaviour follows contract/meta-plugins.md §3,
+// other (ingressPolicy). It behaves like the reference firewall plugin,
 // with native nftables instead of the reference's iptables backend
-// (DESIGN §3, nft/firewall); see README.md for the differences.
+// (nft/firewall); see README.md for the differences.
 package firewall
 
 import (
@@ -28,7 +28,7 @@ var Plugin = &cni.Plugin{
 	GC:       cmdGC,
 }
 
-// NetConf is the firewall configuration (contract §3.1).
+// NetConf is the firewall configuration.
 type NetConf struct {
 	cni.NetConf
 	Backend                string `json:"backend"`

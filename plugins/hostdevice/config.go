@@ -26,9 +26,8 @@ const defaultStateDir = "/run/nftcni/host-device"
 // has no kernel network interface to move (DPDK mode).
 var dpdkDrivers = map[string]bool{"vfio-pci": true, "uio_pci_generic": true, "igb_uio": true}
 
-// NetConf is the host-device plugin's configuration (contract/main-plugins.md
-// §7.1). Keys match case-insensitively, as encoding/json does for the
-// reference.
+// NetConf is the host-device plugin's configuration. Keys match
+// case-insensitively, as encoding/json does for the reference.
 type NetConf struct {
 	cni.NetConf
 	Device     string `json:"device"`

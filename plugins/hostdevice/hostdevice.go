@@ -4,8 +4,9 @@
 // CNI_IFNAME, and gives it back on DEL under its old name, with the
 // addresses and up state it had.
 //
-// Behaviour follows contract/main-plugins.md §7, with the deliberate
-// differences of DESIGN §3 (see README.md): a failed ADD moves the device
+// It behaves like the reference host-device plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md: a failed ADD moves the device
 // back and releases IPAM; DEL is idempotent, tolerates a vanished
 // namespace and releases IPAM even with an empty CNI_NETNS; GC goes to
 // IPAM.
@@ -224,9 +225,8 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	return moveOut(hc, ctrNS, hostNS, hh, a.IfName, sp)
 }
 
-// cmdCheck verifies the attachment described by prevResult (contract
-// §7.4): the interface is in the container with its MAC, and its
-// addresses and routes are in place.
+// cmdCheck verifies the attachment described by prevResult: the interface is in
+// the container with its MAC, and its addresses and routes are in place.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData, sysfsRoot, false)
 	if err != nil {

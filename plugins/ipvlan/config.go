@@ -10,7 +10,7 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// NetConf is the ipvlan configuration (contract/main-plugins.md §5.1).
+// NetConf is the ipvlan configuration.
 // Keys match case-insensitively, as encoding/json does for the reference.
 // There is no MAC option: an ipvlan has its master's MAC.
 type NetConf struct {

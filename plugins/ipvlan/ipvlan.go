@@ -4,8 +4,9 @@
 // MAC and address (l2) or by address alone (l3, l3s), which suits
 // networks that allow one MAC per port.
 //
-// Behaviour follows contract/main-plugins.md §5, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference ipvlan plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package ipvlan
 
 import (
@@ -27,7 +28,7 @@ var Plugin = &cni.Plugin{
 	Status: vethplugin.ChildStatus(ipamOf),
 }
 
-// ipamOf decodes the config for DEL (contract §5.3), GC and STATUS: IPAM
+// ipamOf decodes the config for DEL, GC and STATUS: IPAM
 // is called only when configured. The config is only decoded: unlike the
 // reference, DEL does not look for the master, so it works when the
 // master, the default route or the container's namespace is gone. ipvlan
@@ -80,7 +81,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// cmdCheck verifies the ipvlan described by prevResult (contract §5.4):
+// cmdCheck verifies the ipvlan described by prevResult:
 // the configured master exists, the container interface is an ipvlan of
 // the configured mode with the recorded MAC, and its addresses and routes
 // are in place. With no master configured the master's existence is not

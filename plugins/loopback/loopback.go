@@ -1,7 +1,7 @@
 // Package loopback is the "loopback" plugin: it brings up `lo` in the
 // container's namespace and reports its addresses. CNI_IFNAME is ignored
 // (always lo) but must still pass the dispatcher's checks, like the
-// reference (contract/main-plugins.md §8).
+// reference.
 package loopback
 
 import (

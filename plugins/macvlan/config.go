@@ -10,7 +10,7 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// NetConf is the macvlan configuration (contract/main-plugins.md §4.1).
+// NetConf is the macvlan configuration.
 // Keys match case-insensitively, as encoding/json does for the reference.
 type NetConf struct {
 	cni.NetConf

@@ -3,8 +3,9 @@
 // master's wire, so the container appears as one more station on that
 // network, without a bridge.
 //
-// Behaviour follows contract/main-plugins.md §4, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference macvlan plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package macvlan
 
 import (
@@ -26,7 +27,7 @@ var Plugin = &cni.Plugin{
 	Status: vethplugin.ChildStatus(ipamOf("failed to load netconf")),
 }
 
-// ipamOf decodes the config for DEL (contract §4.3), GC and STATUS, with
+// ipamOf decodes the config for DEL, GC and STATUS, with
 // the reference's message prefix for each: IPAM is called only when
 // configured, as macvlan works without (L2 only). DEL releases the
 // addresses, then deletes the macvlan; a missing link or namespace, or an
@@ -89,7 +90,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// cmdCheck verifies the macvlan described by prevResult (contract §4.4):
+// cmdCheck verifies the macvlan described by prevResult:
 // the master exists, the container interface is a macvlan of the
 // configured mode with the recorded MAC, and its addresses and routes are
 // in place. MTU is not compared, as in the reference.

@@ -20,7 +20,7 @@ type PortMapEntry struct {
 	HostIP        string `json:"hostIP,omitempty"`
 }
 
-// NetConf is the portmap configuration (contract §1.1).
+// NetConf is the portmap configuration.
 type NetConf struct {
 	cni.NetConf
 	// Backend: "iptables" or "nftables", both meaning our native
@@ -59,7 +59,7 @@ type mapping struct {
 // nftables masquerades by connection state, not by a packet mark.
 const defaultMarkMasqBit = 13
 
-// parse validates stdin in the reference's order (contract §1.1): JSON,
+// parse validates stdin in the reference's order: JSON,
 // prevResult, snat default, markMasqBit/externalSetMarkChain, backend and
 // its options, port numbers. Errors are returned bare; ADD and DEL wrap
 // them in "failed to parse config: ", CHECK does not.
@@ -180,7 +180,7 @@ func validate(e PortMapEntry) (mapping, error) {
 }
 
 // containerAddrs selects the first IPv4 and the first IPv6 address of the
-// container interface from prevResult (contract §1.2): an address
+// container interface from prevResult: an address
 // qualifies unless its interface index is valid and names another
 // interface or a host-side one.
 func containerAddrs(r *cni.Result, ifName string) (v4, v6 netip.Prefix) {

@@ -80,7 +80,7 @@ func TestNoMappingsPassesThrough(t *testing.T) {
 	}
 }
 
-// TestContainerAddrs: the first qualifying IPv4 and IPv6 (contract §1.2):
+// TestContainerAddrs: the first qualifying IPv4 and IPv6:
 // addresses of other or host-side interfaces are skipped, those without
 // an interface index qualify.
 func TestContainerAddrs(t *testing.T) {

@@ -1,8 +1,8 @@
-// Package portmap is the "portmap" chained plugin: it forwards host ports
-// to the container (runtimeConfig.portMappings), with hairpin and
-// localhost masquerade. Behaviour follows contract/meta-plugins.md §1; the
-// data plane is nft/portmap (maps, not a rule per mapping); the deliberate
-// differences from the reference (DESIGN §3) are listed in README.md.
+// Package portmap is the "portmap" chained plugin: it forwards host ports to
+// the container (runtimeConfig.portMappings), with hairpin and localhost
+// masquerade, with the reference portmap plugin's keys and texts. The data
+// plane is nft/portmap (maps, not a rule per mapping); the deliberate
+// differences from the reference are listed in README.md.
 package portmap
 
 import (
@@ -48,7 +48,7 @@ func spec(c *config, a *cni.CmdArgs) portmap.Spec {
 		addr := cip.Addr().Unmap()
 		for _, m := range c.mappings {
 			// Mappings for a host IP of the other family are skipped for
-			// this one (contract §1.4).
+			// this one.
 			if m.hostIP.IsValid() && m.hostIP.Is4() != addr.Is4() {
 				continue
 			}
@@ -197,7 +197,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 
 // cmdGC removes the port mappings of this network that no valid
 // attachment owns. Without the valid-attachments list nothing is
-// collected (DESIGN §3).
+// collected.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
 	if err != nil {

@@ -4,8 +4,9 @@
 // (/128) on the host end of the veth; the host routes the container's
 // address to that end.
 //
-// Behaviour follows contract/main-plugins.md §2, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference ptp plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package ptp
 
 import (
@@ -35,7 +36,7 @@ var Plugin = &cni.Plugin{
 	Status: cmdStatus,
 }
 
-// NetConf is the ptp configuration (contract §2.1).
+// NetConf is the ptp configuration.
 type NetConf struct {
 	cni.NetConf
 	IPMasq bool `json:"ipMasq"`
@@ -176,7 +177,7 @@ func enableForward(ips []*cni.IPConfig) error {
 
 // setupContainer applies the addresses and IPAM routes, then replaces each
 // address's connected route so that everything, the subnet included, goes
-// via the gateway (contract §2.2 step 4):
+// via the gateway:
 //
 //	<gw>/32 dev <if> scope link src <ip>
 //	<subnet> via <gw> dev <if> src <ip>
@@ -265,7 +266,7 @@ func routeDesc(r netlinkx.Route, index int) string {
 }
 
 // cmdCheck verifies the container side of the attachment described by
-// prevResult (contract §2.5): the container veth, its addresses and
+// prevResult: the container veth, its addresses and
 // routes. The host side is not examined, as in the reference.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
@@ -311,7 +312,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // cmdDel releases the addresses, removes the veth pair (the host address
-// and routes go with it) and the masquerade state (contract §2.4). IPAM
+// and routes go with it) and the masquerade state. IPAM
 // first, as in the reference, but a failure there does not stop the rest:
 // everything that can be cleaned up is, and the errors are returned
 // together. Unlike the reference, the masquerade state is removed by owner

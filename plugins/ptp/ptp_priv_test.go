@@ -54,8 +54,8 @@ func conf(version, fields string) string {
 	return fmt.Sprintf(`{"cniVersion":%q,"name":"testnet","type":"ptp"%s}`, version, fields)
 }
 
-// TestKernelStateAfterAdd checks both namespaces after a dual-stack ADD
-// (contract §2.2): container addresses and the routes that send even the
+// TestKernelStateAfterAdd checks both namespaces after a dual-stack ADD:
+// container addresses and the routes that send even the
 // subnet via the gateway; the gateway as /32 and /128 on the host end and
 // host routes to the container.
 func TestKernelStateAfterAdd(t *testing.T) {

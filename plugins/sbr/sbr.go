@@ -5,8 +5,9 @@
 // leave through the interface their address belongs to, whatever the
 // container's main table says.
 //
-// Behaviour follows contract/meta-plugins.md §5, with the deliberate
-// differences of DESIGN §3 (see README.md): ADD moves out of the main
+// It behaves like the reference sbr plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md: ADD moves out of the main
 // table only the routes it copied, DEL succeeds when the namespace is
 // gone, removes only rules that look like ours and the routes it put in
 // its tables, and CHECK checks.
@@ -42,7 +43,7 @@ var Plugin = &cni.Plugin{
 // firstTable is the lowest table id sbr picks by itself, as the reference.
 const firstTable = 100
 
-// NetConf is the sbr configuration (contract §5.1).
+// NetConf is the sbr configuration.
 type NetConf struct {
 	cni.NetConf
 	// Table, when set, is a table the operator manages: sbr only adds the
@@ -217,7 +218,7 @@ func findRule(rules []netlinkx.Rule, addr netip.Addr, table int) (netlinkx.Rule,
 	return netlinkx.Rule{}, false
 }
 
-// setupTables gives each address a table (contract §5.2 step 5): a source
+// setupTables gives each address a table: a source
 // rule, a default route via the address's gateway, and copies of the
 // interface's main-table routes that belong to the address (its source or
 // gateway is inside the address's prefix) or to no address in particular
@@ -357,7 +358,7 @@ func unwrap(err error) error {
 // cmdDel removes the source rules of the interface's addresses (those it
 // has now and those the prevResult lists, so that rules are found even
 // when the interface is already gone) and the interface's routes in the
-// tables they pointed to (contract §5.3). With `table` configured, only
+// tables they pointed to. With `table` configured, only
 // rules for that table go and no routes are touched. A missing namespace
 // or an empty CNI_NETNS is success. Every deletion is tried; the errors
 // are returned together.

@@ -8,9 +8,8 @@ import (
 	"github.com/nftcni/nftcni/cni"
 )
 
-// NetConf is the tap plugin's configuration (contract/main-plugins.md
-// §10.1). Keys match case-insensitively, as encoding/json does for the
-// reference.
+// NetConf is the tap plugin's configuration. Keys match case-insensitively, as
+// encoding/json does for the reference.
 type NetConf struct {
 	cni.NetConf
 	MAC        string `json:"mac"`

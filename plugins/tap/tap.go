@@ -2,8 +2,9 @@
 // container's namespace, for a consumer (a VM monitor, a userspace network
 // stack) that attaches to it later through /dev/net/tun.
 //
-// Behaviour follows contract/main-plugins.md §10, with the deliberate
-// differences of DESIGN §3 (see README.md): the tap is always made with
+// It behaves like the reference tap plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md: the tap is always made with
 // ioctls and netlink, never by exec'ing `ip`, so mtu and mac are always
 // honoured, and a tap without carrier never waits for IPv6 duplicate
 // address detection.
@@ -109,7 +110,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// cmdDel releases the addresses and deletes the tap (contract §10.3). A
+// cmdDel releases the addresses and deletes the tap. A
 // missing tap or namespace and an empty CNI_NETNS are fine; an IPAM
 // failure does not stop the tap's removal, and the errors are returned
 // together.

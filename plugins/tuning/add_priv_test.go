@@ -8,7 +8,7 @@ import (
 )
 
 // allFields asks for every sysctl of testSysctls (in the key spellings the
-// contract allows) and every link attribute.
+// reference accepts) and every link attribute.
 const allFields = `,"sysctl":{"net.core.somaxconn":"1234","net.ipv4.conf.IFNAME.arp_filter":"1",` +
 	`"net/ipv4/conf/IFNAME/arp_ignore":"2","net.ipv4.ping_group_range":"0\t100"},` +
 	`"mac":"02:AB:CD:EF:00:01","mtu":1400,"promisc":true,"allmulti":true,"txQLen":42`

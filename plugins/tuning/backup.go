@@ -15,7 +15,7 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// backup is a backup file's content (contract §4.5): the link's values from
+// backup is a backup file's content: the link's values from
 // just before ADD changed them, only for the attributes ADD was asked to
 // change. Field order is the file's key order, which the reference's files
 // share; it reads ours and we read its.

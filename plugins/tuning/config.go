@@ -16,7 +16,7 @@ import (
 // otherwise (the reference's directory: upgrade-compatible both ways).
 const DefaultDataDir = "/run/cni/tuning"
 
-// TuningConf is the tuning configuration (contract §4.1). The type names
+// TuningConf is the tuning configuration. The type names
 // TuningConf, IPAMArgs and sysctlCheck are the reference's, so that JSON
 // type errors read the same ("Go struct field TuningConf.mtu of type int").
 type TuningConf struct {
@@ -104,7 +104,7 @@ func loadConf(stdin []byte, envArgs string) (*TuningConf, error) {
 }
 
 // changesLink reports whether the config asks for any link attribute, and
-// so for a backup (contract §4.3 step 2b).
+// so for a backup.
 func (c *TuningConf) changesLink() bool {
 	return c.Mac != "" || c.MTU != 0 || c.Promisc || c.Allmulti != nil || c.TxQLen != nil
 }
@@ -155,10 +155,10 @@ type sysctlCheck struct {
 
 var errDuplicateSysctl = errors.New("duplicated sysctl keys are not allowed")
 
-// checkDuplicateSysctls fails when a key repeats inside the top-level
-// sysctl object — or across several top-level keys that match "sysctl"
-// case-insensitively, which encoding/json would merge (ADD and CHECK only,
-// contract §4.1). Duplicates inside args.cni.sysctl are not looked at.
+// checkDuplicateSysctls fails when a key repeats inside the top-level sysctl
+// object — or across several top-level keys that match "sysctl"
+// case-insensitively, which encoding/json would merge (ADD and CHECK only).
+// Duplicates inside args.cni.sysctl are not looked at.
 func checkDuplicateSysctls(stdin []byte) error {
 	var probe sysctlCheck
 	if err := json.Unmarshal(stdin, &probe); err != nil {

@@ -25,7 +25,7 @@ const (
 
 const netRoot = "/proc/sys/net/"
 
-// sysctlFile turns a config key into the file it names (contract §4.2):
+// sysctlFile turns a config key into the file it names:
 // every "." becomes "/", then the first "IFNAME" becomes the interface name
 // (so an interface name with dots survives), and the cleaned path must lie
 // under /proc/sys/net/ (`invalid net sysctl key: "<key after both steps>"`).
@@ -197,7 +197,7 @@ func applySysctls(ns *netns.NS, entries []sysctlEntry, logf func(string, ...any)
 	return func() error { return ns.Do(restore) }, nil
 }
 
-// checkSysctls compares each entry with the file's value (contract §4.6).
+// checkSysctls compares each entry with the file's value.
 func checkSysctls(ns *netns.NS, entries []sysctlEntry) error {
 	return ns.Do(func() error {
 		for _, e := range entries {

@@ -5,8 +5,9 @@
 // file that DEL restores. The prevResult is passed through, with the
 // interface's new MAC.
 //
-// Behaviour follows contract/meta-plugins.md §4, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference tuning plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package tuning
 
 import (
@@ -212,7 +213,7 @@ func setLink(h *netlinkx.Handle, ifName string, c *TuningConf) error {
 }
 
 // cmdDel restores the link attributes recorded at ADD and removes the
-// backup (contract §4.4). Config and CNI_ARGS errors fail DEL, as in the
+// backup. Config and CNI_ARGS errors fail DEL, as in the
 // reference; nothing else does. Unlike the reference, the backup is removed
 // in every case — namespace or interface gone, empty CNI_NETNS, an
 // unreadable file, a failed restore (reported on stderr) — so none leaks
@@ -271,7 +272,7 @@ func restoreFrom(a *cni.CmdArgs, data []byte) error {
 }
 
 // cmdCheck verifies the sysctls and the link attributes the config asks
-// for (contract §4.6). The allow-list is not consulted, as in the
+// for. The allow-list is not consulted, as in the
 // reference. Unlike the reference, MACs are compared as addresses, not as
 // strings (an upper-case configured MAC no longer always fails).
 func cmdCheck(_ context.Context, a *cni.CmdArgs) error {

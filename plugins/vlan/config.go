@@ -10,7 +10,7 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// NetConf is the vlan configuration (contract/main-plugins.md §6.1). Keys
+// NetConf is the vlan configuration. Keys
 // match case-insensitively, as encoding/json does for the reference.
 type NetConf struct {
 	cni.NetConf

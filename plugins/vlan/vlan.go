@@ -3,8 +3,9 @@
 // container sends and receives only frames tagged with the configured VLAN
 // id on the master's wire.
 //
-// Behaviour follows contract/main-plugins.md §6, with the deliberate
-// differences of DESIGN §3 (see README.md).
+// It behaves like the reference vlan plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md.
 package vlan
 
 import (
@@ -27,7 +28,7 @@ var Plugin = &cni.Plugin{
 	Status: vethplugin.ChildStatus(ipamOf),
 }
 
-// ipamOf decodes the config for DEL (contract §6.3), GC and STATUS, which
+// ipamOf decodes the config for DEL, GC and STATUS, which
 // call IPAM unconditionally, as the reference (vlan cannot work without
 // IPAM). The config is only decoded: unlike the reference, DEL works when
 // the master is gone (or its MTU changed), since neither is needed to
@@ -88,10 +89,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// cmdCheck verifies the VLAN link described by prevResult (contract
-// §6.4): the master exists, the container interface is a vlan with the
-// recorded MAC, the configured id and (when set) MTU, and its addresses and
-// routes are in place. Messages are the reference's, odd ones included.
+// cmdCheck verifies the VLAN link described by prevResult: the master exists,
+// the container interface is a vlan with the recorded MAC, the configured id
+// and (when set) MTU, and its addresses and routes are in place. Messages are
+// the reference's, odd ones included.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := decode(a.StdinData)
 	if err != nil {

@@ -4,8 +4,9 @@
 // several interfaces with overlapping addresses and routes can live in one
 // container.
 //
-// Behaviour follows contract/meta-plugins.md §6, with the deliberate
-// differences of DESIGN §3 (see README.md): automatic table ids skip the
+// It behaves like the reference vrf plugin (same keys, results and
+// error texts) except for the deliberate differences listed, with their
+// reasons, in README.md: automatic table ids skip the
 // kernel's reserved tables, a failed ADD undoes what it did, and DEL is
 // idempotent.
 package vrf
@@ -37,7 +38,7 @@ var Plugin = &cni.Plugin{
 	Check:    cmdCheck,
 }
 
-// NetConf is the vrf configuration (contract §6.1).
+// NetConf is the vrf configuration.
 type NetConf struct {
 	cni.NetConf
 	VRFName string `json:"vrfname"`
@@ -156,7 +157,7 @@ func (u undo) run() error {
 	return errors.Join(errs...)
 }
 
-// add makes sure the VRF exists and enslaves ifName to it (contract §6.2).
+// add makes sure the VRF exists and enslaves ifName to it.
 func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
 	vrf, err := ensureVRF(h, u, conf)
 	if err != nil {
@@ -336,7 +337,7 @@ func hasRoute(h *netlinkx.Handle, table int, dst netip.Prefix, index int) (bool,
 }
 
 // cmdDel takes CNI_IFNAME out of the VRF and deletes the VRF once no
-// interface is left in it (contract §6.3). A vanished namespace, VRF or
+// interface is left in it. A vanished namespace, VRF or
 // interface is success, so DEL can be repeated (the reference failed when
 // the interface was gone but the VRF still had others). Moved routes are
 // not put back: the interface normally goes away right after.
@@ -401,7 +402,7 @@ func slavesOf(h *netlinkx.Handle, index int) ([]string, error) {
 	return out, nil
 }
 
-// cmdCheck verifies that CNI_IFNAME is in the VRF (contract §6.4) and,
+// cmdCheck verifies that CNI_IFNAME is in the VRF and,
 // beyond the reference, that a configured table is the VRF's.
 func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)

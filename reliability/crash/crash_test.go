@@ -426,12 +426,12 @@ func (w *world) recover(id, what string) {
 	w.check(what + ", after DEL and GC")
 }
 
-// addAgain repeats the interrupted ADD for the same attachment. Where
-// the crash left the container interface or the reservation in place,
-// the contract refuses a second ADD (the reference's "already exists" and
+// addAgain repeats the interrupted ADD for the same attachment. Where the crash
+// left the container interface or the reservation in place, the plugin refuses
+// a second ADD, as the reference does (the reference's "already exists" and
 // "duplicate allocation"); the refusal must be a clean CNI error, and the
-// runtime's DEL must then make the next ADD work. The working attachment
-// is then removed by DEL and GC without leftovers.
+// runtime's DEL must then make the next ADD work. The working attachment is
+// then removed by DEL and GC without leftovers.
 func (w *world) addAgain(id, what string) {
 	t := w.t
 	t.Helper()

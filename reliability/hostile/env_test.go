@@ -15,9 +15,10 @@ import (
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
-// envCases are the dispatcher's refusals (protocol.md §2.2, §2.5): code 4
+// envCases are the dispatcher's refusals: code 4
 // for CNI_CONTAINERID and CNI_IFNAME, code 7 for the network name, each
-// message naming the field and details the value where the contract says.
+// message naming the field and details the value where the reference puts it
+// there.
 var envCases = []struct {
 	name, id, ifName, network string
 	code                      uint
@@ -62,7 +63,7 @@ func pluginNames(t *testing.T) []string {
 // TestEnvEveryPlugin runs every plugin of the real binary, for ADD, CHECK
 // and DEL, with each hostile container ID, interface name and network
 // name, inside a throwaway host namespace: every one is refused with the
-// contract's code and message before the plugin does anything — the
+// reference's code and message before the plugin does anything — the
 // namespace has no new link and no nftables table afterwards, and a
 // host-local store named in the config was never created.
 func TestEnvEveryPlugin(t *testing.T) {

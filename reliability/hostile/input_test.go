@@ -26,9 +26,9 @@ func hlCall(cmd, id, stdin string) plugintest.Call {
 }
 
 // TestHugeConfig: configs of 10 MiB are handled (valid: ADD and DEL work)
-// or refused with the contract's code (bad name, nesting beyond the JSON
+// or refused with the reference's code (bad name, nesting beyond the JSON
 // decoder's limit) in bounded time, and a long container ID (legal: the
-// contract sets no limit) is stored and released — or, beyond what exec
+// protocol sets no limit) is stored and released — or, beyond what exec
 // can pass, refused before anything is written.
 func TestHugeConfig(t *testing.T) {
 	if vmtest.InGuest() {

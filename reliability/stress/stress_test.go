@@ -90,8 +90,8 @@ func newNetwork(t *testing.T, name, bridge, subnet string, isGateway bool) *netw
 	return n
 }
 
-// owner is how a reservation file names its attachment (contract ipam.md
-// §1.7): container ID, CR LF, interface name.
+// owner is how a reservation file names its attachment: container ID, CR LF,
+// interface name.
 func owner(id string) string { return id + "\r\neth0" }
 
 // attachment is one container interface of a run.
@@ -234,10 +234,10 @@ func stressRun(t *testing.T, nets []*network, n, workers int) counts {
 	return c
 }
 
-// next picks the next operation: DEL of a random live attachment or ADD of
-// the next pending one, at random while both are possible. Adds wait while
-// maxLive addresses are held (live, being added or being deleted), so that
-// the pools never run dry. ok is false once everything was added and deleted (or the run
+// next picks the next operation: DEL of a random live attachment or ADD of the
+// next pending one, at random while both are possible. Adds wait while maxLive
+// addresses are held (live, being added or being deleted), so that the pools
+// never run dry. ok is false once everything was added and deleted (or the run
 // stopped on a failure).
 func (r *run) next(rng *rand.Rand) (del bool, a *attachment, ok bool) {
 	r.mu.Lock()

@@ -299,7 +299,7 @@ func (d *Daemon) forget(l *lease) {
 }
 
 // allocate returns the lease of the request's client ID, acquiring one
-// if there is none (contract/ipam.md §3.5). Call with the ID locked.
+// if there is none. Call with the ID locked.
 func (d *Daemon) allocate(ctx context.Context, r *request) (*cni.Result, error) {
 	if l := d.lookup(r.clientID); l != nil {
 		// A lease counts while it is maintained and its interface is

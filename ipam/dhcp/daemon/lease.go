@@ -10,7 +10,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 )
 
-// Timer defaults when the ACK lacks the options (contract/ipam.md §3.7).
+// Timer defaults when the ACK lacks the options.
 const (
 	defaultLeaseTime = time.Hour
 	// T2 at 85 % of the lease, the reference's choice (the RFC says 87.5).
@@ -96,7 +96,7 @@ func (l *lease) stop() {
 	<-l.done
 }
 
-// run is the maintenance loop (contract/ipam.md §3.7).
+// run is the maintenance loop.
 func (l *lease) run(ctx context.Context) {
 	defer close(l.done)
 	for {

@@ -21,7 +21,7 @@ import (
 
 // Main runs "dhcp daemon <args>" and returns the exit status: 0 after
 // SIGINT or SIGTERM, 1 when it cannot start, 2 for a bad command line.
-// The flags are the reference's (contract/ipam.md §3.2) plus -statedir.
+// The flags are the reference's plus -statedir.
 func Main(args []string, stderr io.Writer) int {
 	logger := log.New(stderr, "", log.LstdFlags)
 	fs := flag.NewFlagSet("dhcp daemon", flag.ContinueOnError)

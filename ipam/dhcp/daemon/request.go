@@ -38,7 +38,7 @@ func (o owner) String() string {
 const maxClientID = 254
 
 // clientIDOf is the reference's client ID, "<containerID>/<network>/<ifname>",
-// truncated to 254 bytes (contract/ipam.md §3.5).
+// truncated to 254 bytes.
 func clientIDOf(o owner) string {
 	id := o.ContainerID + "/" + o.Network + "/" + o.IfName
 	if len(id) > maxClientID {
@@ -139,7 +139,7 @@ func parseOption(name string) (uint8, error) {
 // result's "dns".
 var defaultRequest = []uint8{3, 1, 6, 15, 119}
 
-// parseRequest decodes an RPC argument (contract/ipam.md §3.5). With
+// parseRequest decodes an RPC argument. With
 // full unset only the owner is derived (Release needs nothing else, so a
 // config whose options no longer parse can still be deleted).
 func parseRequest(a *dhcp.Args, full bool) (*request, error) {

@@ -18,8 +18,8 @@ const scopeLink = 253
 // errNoMask is the reference's text for an ACK without option 1.
 var errNoMask = errors.New("DHCP option Subnet Mask not found in DHCPACK")
 
-// buildResult turns an ACK into the result the plugin prints
-// (contract/ipam.md §3.5 step 4): one address with the ACK's mask, the
+// buildResult turns an ACK into the result the plugin prints:
+// one address with the ACK's mask, the
 // first router as gateway, routes from option 121 — or else option 33
 // followed by a default route — and, unlike the reference, "dns" from
 // options 6, 15 and 119.

@@ -9,7 +9,7 @@ import (
 // What the plugins whose container interface is stacked on a lower device
 // (macvlan, ipvlan, vlan) share with the veth plugins' ADD: the same
 // Add/Rollback scaffolding, plus creating that interface under a temporary
-// name (contract/main-plugins.md §11.6).
+// name.
 
 // CreateRenamed makes the container interface ifName in hc's namespace (the
 // container's): create makes the link under a temporary "veth<8 hex>" name
