@@ -4,7 +4,8 @@
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
 #   make test      unit, privileged (as root) and conformance tests
-#   make lint      gofmt and go vet
+#   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
+#                  proxy) and go.mod/go.sum tidy
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
@@ -17,6 +18,9 @@ LDFLAGS  := -s -w -X github.com/nftcni/nftcni/cni.BuildVersion=$(VERSION)
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
+# staticcheck's version, run with `go run` so a fresh machine needs nothing
+# but Go and the module proxy.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
 
@@ -36,6 +40,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 
 cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_BUILD) -o bin/nftcni-linux-arm64 ./cmd/nftcni
