@@ -3,7 +3,9 @@
 #   make build     bin/nftcni plus one link per plugin in bin/
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
-#   make test      unit, privileged (as root) and conformance tests
+#   make test      unit, privileged (as root) and conformance tests; PKGS=./ipam/dhcp/ narrows
+#                  it. It and vmtest first check their Debian packages (scripts/test-deps:
+#                  installed with apt-get when run as root and missing)
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy) and go.mod/go.sum tidy
 #   make cross     build for linux/arm64 too
@@ -18,6 +20,7 @@ LDFLAGS  := -s -w -X github.com/nftcni/nftcni/cni.BuildVersion=$(VERSION)
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
+PKGS     ?= ./...
 # staticcheck's version, run with `go run` so a fresh machine needs nothing
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -34,7 +37,8 @@ install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
 test:
-	$(GO) test -count=1 $(TESTFLAGS) ./...
+	@./scripts/test-deps test
+	$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -86,4 +90,5 @@ demo: build
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
 .PHONY: vmtest
 vmtest:
+	@./scripts/test-deps vmtest
 	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
