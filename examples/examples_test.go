@@ -173,10 +173,7 @@ func runExample(t *testing.T, ex example) {
 	plugintest.Must(t, os.WriteFile(filepath.Join(confDir, ex.file), edited, 0o644))
 
 	cli := func(cmd, capArgs string, args ...string) (string, error) {
-		argv := []string{cmd}
-		if cmd != "validate" {
-			argv = append(argv, "-host-netns", w.host.Path(), "-cache-dir", cacheDir)
-		}
+		argv := []string{cmd, "-host-netns", w.host.Path(), "-cache-dir", cacheDir}
 		c := exec.Command(filepath.Join(bin, "nftcni"), append(argv, args...)...)
 		c.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+bin, "CNI_IFNAME=eth0", "CNI_ARGS=", "CAP_ARGS="+capArgs)
 		var out, stderr bytes.Buffer
