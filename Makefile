@@ -3,9 +3,12 @@
 #   make build     bin/nftcni plus one link per plugin in bin/
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
-#   make test      unit, privileged (as root) and conformance tests
-#   make lint      gofmt, go vet and scripts/lint-citations (no citations of documents
-#                  outside the repository)
+#   make test      unit, privileged (as root) and conformance tests; PKGS=./ipam/dhcp/ narrows
+#                  it. It and vmtest first check their Debian packages (scripts/test-deps:
+#                  installed with apt-get when run as root and missing)
+#   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
+#                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
+#                  documents outside the repository)
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
@@ -18,6 +21,10 @@ LDFLAGS  := -s -w -X github.com/nftcni/nftcni/cni.BuildVersion=$(VERSION)
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
+PKGS     ?= ./...
+# staticcheck's version, run with `go run` so a fresh machine needs nothing
+# but Go and the module proxy.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
 
@@ -31,12 +38,15 @@ install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
 test:
-	$(GO) test -count=1 $(TESTFLAGS) ./...
+	@./scripts/test-deps test
+	$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	scripts/lint-citations
 
 cross:
@@ -82,4 +92,5 @@ demo: build
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
 .PHONY: vmtest
 vmtest:
+	@./scripts/test-deps vmtest
 	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)

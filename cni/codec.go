@@ -151,7 +151,7 @@ func addrText(a netip.Addr) string {
 }
 
 func dnsOld(d DNS) oldDNS {
-	return oldDNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+	return oldDNS(d)
 }
 
 func routeOld(rt *Route) oldRoute {

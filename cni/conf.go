@@ -39,7 +39,7 @@ type DNSConf struct {
 
 // DNS converts the config object to the result model.
 func (d DNSConf) DNS() DNS {
-	return DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+	return DNS(d)
 }
 
 // Attachment is one item of the GC valid-attachments list.

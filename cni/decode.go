@@ -212,7 +212,7 @@ func decodeCurrent(data []byte, version string) (*Result, error) {
 }
 
 func (d oldDNS) model() DNS {
-	return DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+	return DNS(d)
 }
 
 // DecodeResultAuto parses a result whose version is taken from its own

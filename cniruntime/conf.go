@@ -49,14 +49,32 @@ type NetworkConfigList struct {
 }
 
 // NotFoundError says no configuration in Dir defines the network Name. The
-// text is libcni's, since runtimes and scripts match on it.
+// text is libcni's, since runtimes and scripts match on it, followed by the
+// files skipped because they could not be parsed (a network defined in one
+// of them would have been missed).
 type NotFoundError struct {
 	Dir  string
 	Name string
+	// Skipped holds one error per unparsable file whose network name could
+	// not be read or was another one; each error names its file.
+	Skipped []error
 }
 
 func (e NotFoundError) Error() string {
-	return fmt.Sprintf(`no net configuration with name "%s" in %s`, e.Name, e.Dir)
+	msg := fmt.Sprintf(`no net configuration with name "%s" in %s`, e.Name, e.Dir)
+	if len(e.Skipped) > 0 {
+		msg += " (" + skippedText(e.Skipped) + ")"
+	}
+	return msg
+}
+
+// skippedText lists skipped files' errors in one line.
+func skippedText(errs []error) string {
+	texts := make([]string, len(errs))
+	for i, err := range errs {
+		texts[i] = err.Error()
+	}
+	return "skipped, not parsable: " + strings.Join(texts, "; ")
 }
 
 // NoConfigsFoundError says Dir holds no configuration file at all (or does
@@ -99,7 +117,7 @@ func NetworkPluginConfsFromFiles(networkConfPath, networkName string) ([]*Plugin
 		}
 		pluginConf, err := NetworkPluginConfFromBytes(pluginConfBytes)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", pluginConfFile, err)
 		}
 		pConfs = append(pConfs, pluginConf)
 	}
@@ -250,7 +268,8 @@ func NetworkConfFromBytes(confBytes []byte) (*NetworkConfigList, error) {
 }
 
 // NetworkConfFromFile loads a conflist file, adding the plugins found in
-// <dir>/<name>/*.conf unless the list sets loadOnlyInlinedPlugins.
+// <dir>/<name>/*.conf unless the list sets loadOnlyInlinedPlugins. Every
+// error names the file it is about.
 func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
 	bytes, err := os.ReadFile(filename)
 	if err != nil {
@@ -258,7 +277,7 @@ func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
 	}
 	conf, err := NetworkConfFromBytes(bytes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", filename, err)
 	}
 	if !conf.LoadOnlyInlinedPlugins {
 		plugins, err := NetworkPluginConfsFromFiles(filepath.Dir(filename), conf.Name)
@@ -268,7 +287,7 @@ func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
 		conf.Plugins = append(conf.Plugins, plugins...)
 	}
 	if len(conf.Plugins) == 0 {
-		return nil, fmt.Errorf("no plugin configs found")
+		return nil, fmt.Errorf("%s: no plugin configs found", filename)
 	}
 	return conf, nil
 }
@@ -300,10 +319,37 @@ func ConfFiles(dir string, extensions []string) ([]string, error) {
 	return confFiles, nil
 }
 
-// loadConf finds a single-plugin file (.conf or .json) defining name. Like
-// libcni, the first file that fails to parse aborts the search: a broken
-// file is reported rather than silently skipped.
-func loadConf(dir, name string) (*PluginConfig, error) {
+// declaredName reads the network name a file declares, for a file that
+// failed to load: ok is false when even that cannot be read.
+func declaredName(file string) (name string, ok bool) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", false
+	}
+	var obj struct {
+		Name *string `json:"name"`
+	}
+	if json.Unmarshal(data, &obj) != nil || obj.Name == nil {
+		return "", false
+	}
+	return *obj.Name, true
+}
+
+// skipBroken decides about a file that failed to load while looking for
+// network name: it is skipped (added to skipped) unless it declares that
+// very network, in which case its error is the answer. A broken file thus
+// never hides or breaks another network, and is still reported.
+func skipBroken(file, name string, err error, skipped *[]error) error {
+	if n, ok := declaredName(file); ok && n == name {
+		return err
+	}
+	*skipped = append(*skipped, err)
+	return nil
+}
+
+// loadConf finds a single-plugin file (.conf or .json) defining name,
+// skipping the unparsable files of other (or unknown) networks.
+func loadConf(dir, name string, skipped *[]error) (*PluginConfig, error) {
 	files, err := ConfFiles(dir, []string{".conf", ".json"})
 	switch {
 	case err != nil:
@@ -319,40 +365,50 @@ func loadConf(dir, name string) (*PluginConfig, error) {
 		}
 		conf, err := NetworkPluginConfFromBytes(bytes)
 		if err != nil {
-			return nil, err
+			if err := skipBroken(confFile, name, fmt.Errorf("%s: %w", confFile, err), skipped); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if conf.Network.Name == name {
 			return conf, nil
 		}
 	}
-	return nil, NotFoundError{dir, name}
+	return nil, NotFoundError{Dir: dir, Name: name, Skipped: *skipped}
 }
 
 // LoadNetworkConf loads network name from dir with libcni's selection rules:
-// every *.conflist in name order first (the first whose name matches wins,
-// and any unparsable one is an error); then the single-plugin *.conf and
-// *.json files the same way, wrapped into a one-plugin list.
+// every *.conflist in name order first (the first whose name matches wins);
+// then the single-plugin *.conf and *.json files the same way, wrapped into
+// a one-plugin list. Unlike libcni, a file that cannot be parsed does not
+// abort the search: it is skipped unless it declares this network (then its
+// error, naming the file, is returned), and a NotFoundError lists the files
+// skipped.
 func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
 	files, err := ConfFiles(dir, []string{".conflist"})
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
+	var skipped []error
 	for _, confFile := range files {
 		conf, err := NetworkConfFromFile(confFile)
 		if err != nil {
-			return nil, err
+			if err := skipBroken(confFile, name, err, &skipped); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if conf.Name == name {
 			return conf, nil
 		}
 	}
-	singleConf, err := loadConf(dir, name)
+	singleConf, err := loadConf(dir, name, &skipped)
 	if err != nil {
 		var ncfErr NoConfigsFoundError
 		if len(files) != 0 && errors.As(err, &ncfErr) {
 			// There were conflists, just none with this name.
-			return nil, NotFoundError{dir, name}
+			return nil, NotFoundError{Dir: dir, Name: name, Skipped: skipped}
 		}
 		return nil, err
 	}

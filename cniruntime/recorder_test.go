@@ -44,8 +44,6 @@ type record struct {
 
 func (r record) cmd() string { return r.Env["CNI_COMMAND"] }
 
-var cniVars = []string{"CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_ARGS", "CNI_IFNAME", "CNI_PATH"}
-
 func recorderMain() int {
 	name := filepath.Base(os.Args[0])
 	stdin, _ := io.ReadAll(os.Stdin)

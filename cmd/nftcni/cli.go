@@ -30,8 +30,8 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
                              run CMD in a throwaway namespace attached to the networks
 
-  Environment: NETCONFPATH (default /etc/cni/net.d), CNI_PATH (default /opt/cni/bin),
-  CNI_IFNAME (default eth0), CNI_ARGS (K=V;K2=V2), CAP_ARGS (JSON object),
+  Environment: NETCONFPATH (default /etc/cni/net.d),
+  CNI_PATH (default: this program's directory, then /opt/cni/bin), CNI_IFNAME (default eth0), CNI_ARGS (K=V;K2=V2), CAP_ARGS (JSON object),
   NFTCNI_CACHE_DIR (default /var/lib/cni). "nftcni <command> -h" lists a command's flags.
 
 Started under a plugin's name (a link made by "install"), nftcni is that

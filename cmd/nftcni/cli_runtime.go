@@ -29,8 +29,6 @@ const (
 	envCapArgs     = "CAP_ARGS"
 	envCacheDir    = "NFTCNI_CACHE_DIR"
 	envNetnsDir    = "NFTCNI_NETNS_DIR"
-
-	defaultCNIPath = "/opt/cni/bin"
 )
 
 // rtEnv is what every runtime command shares: where configs, plugins and
@@ -59,7 +57,8 @@ func addCommonFlags(fs *flag.FlagSet) commonFlags {
 }
 
 // loadEnv reads the environment the way cnitool does, with our defaults
-// for what cnitool leaves unset (CNI_PATH, the cache directory).
+// for what cnitool leaves unset: CNI_PATH (this executable's directory,
+// then /opt/cni/bin) and the cache directory.
 func loadEnv(f commonFlags) (*rtEnv, error) {
 	e := &rtEnv{confDir: os.Getenv(envNetConfPath), ifname: os.Getenv(envCNIIfname)}
 	if e.confDir == "" {
@@ -68,11 +67,11 @@ func loadEnv(f commonFlags) (*rtEnv, error) {
 	if e.ifname == "" {
 		e.ifname = "eth0"
 	}
-	path := os.Getenv(envCNIPath)
-	if path == "" {
-		path = defaultCNIPath
+	path := filepath.SplitList(os.Getenv(envCNIPath))
+	if len(path) == 0 {
+		path = cniruntime.DefaultPath()
 	}
-	e.runtime = &cniruntime.Runtime{Path: filepath.SplitList(path), CacheDir: *f.cacheDir}
+	e.runtime = &cniruntime.Runtime{Path: path, CacheDir: *f.cacheDir}
 	if p := *f.hostNetns; p != "" {
 		// Kept open for the life of the process: every plugin of the
 		// command starts from it.
@@ -112,12 +111,16 @@ func parseCNIArgs(args string) ([][2]string, error) {
 }
 
 // loadNetwork loads a network by name, turning libcni's two "not there"
-// errors into one sentence that names the directory searched.
+// errors into one sentence that names the directory searched (and the
+// unparsable files skipped there, each with its problem).
 func (e *rtEnv) loadNetwork(name string) (*cniruntime.NetworkConfigList, error) {
 	list, err := cniruntime.LoadNetworkConf(e.confDir, name)
 	var nf cniruntime.NotFoundError
 	var nc cniruntime.NoConfigsFoundError
 	switch {
+	case errors.As(err, &nf) && len(nf.Skipped) > 0:
+		return nil, fmt.Errorf("network %q not found in %s; files skipped because they cannot be parsed: %w",
+			name, e.confDir, errors.Join(nf.Skipped...))
 	case errors.As(err, &nf):
 		return nil, fmt.Errorf("network %q not found in %s", name, e.confDir)
 	case errors.As(err, &nc):

@@ -55,10 +55,6 @@ type mapping struct {
 	proto         uint8
 }
 
-// defaultMarkMasqBit is the reference's default; validated, then unused:
-// nftables masquerades by connection state, not by a packet mark.
-const defaultMarkMasqBit = 13
-
 // parse validates stdin in the reference's order: JSON,
 // prevResult, snat default, markMasqBit/externalSetMarkChain, backend and
 // its options, port numbers. Errors are returned bare; ADD and DEL wrap

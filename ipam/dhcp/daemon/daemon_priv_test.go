@@ -17,9 +17,9 @@ import (
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/nftcni/nftcni/internal/dhcptest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/ipam/dhcp/internal/dhcptest"
 	"github.com/nftcni/nftcni/netns"
 )
 

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/internal/dhcptest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/ipam/dhcp"
 	"github.com/nftcni/nftcni/ipam/dhcp/daemon"
-	"github.com/nftcni/nftcni/ipam/dhcp/internal/dhcptest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 )
