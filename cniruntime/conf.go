@@ -46,6 +46,9 @@ type NetworkConfigList struct {
 	// Bytes is what the result cache stores as "config": the file as read
 	// for a conflist, the generated wrapper list for a single-plugin file.
 	Bytes []byte
+	// File is the file the network was loaded from ("" when built from
+	// bytes), for messages about its contents.
+	File string
 }
 
 // NotFoundError says no configuration in Dir defines the network Name. The
@@ -270,6 +273,7 @@ func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
 	if len(conf.Plugins) == 0 {
 		return nil, fmt.Errorf("no plugin configs found")
 	}
+	conf.File = filename
 	return conf, nil
 }
 
@@ -303,29 +307,29 @@ func ConfFiles(dir string, extensions []string) ([]string, error) {
 // loadConf finds a single-plugin file (.conf or .json) defining name. Like
 // libcni, the first file that fails to parse aborts the search: a broken
 // file is reported rather than silently skipped.
-func loadConf(dir, name string) (*PluginConfig, error) {
+func loadConf(dir, name string) (*PluginConfig, string, error) {
 	files, err := ConfFiles(dir, []string{".conf", ".json"})
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	case len(files) == 0:
-		return nil, NoConfigsFoundError{Dir: dir}
+		return nil, "", NoConfigsFoundError{Dir: dir}
 	}
 	sort.Strings(files)
 	for _, confFile := range files {
 		bytes, err := os.ReadFile(confFile)
 		if err != nil {
-			return nil, fmt.Errorf("error reading %s: %w", confFile, err)
+			return nil, "", fmt.Errorf("error reading %s: %w", confFile, err)
 		}
 		conf, err := NetworkPluginConfFromBytes(bytes)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if conf.Network.Name == name {
-			return conf, nil
+			return conf, confFile, nil
 		}
 	}
-	return nil, NotFoundError{dir, name}
+	return nil, "", NotFoundError{dir, name}
 }
 
 // LoadNetworkConf loads network name from dir with libcni's selection rules:
@@ -347,7 +351,7 @@ func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
 			return conf, nil
 		}
 	}
-	singleConf, err := loadConf(dir, name)
+	singleConf, file, err := loadConf(dir, name)
 	if err != nil {
 		var ncfErr NoConfigsFoundError
 		if len(files) != 0 && errors.As(err, &ncfErr) {
@@ -356,7 +360,12 @@ func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
 		}
 		return nil, err
 	}
-	return ConfListFromConf(singleConf)
+	list, err := ConfListFromConf(singleConf)
+	if err != nil {
+		return nil, err
+	}
+	list.File = file
+	return list, nil
 }
 
 // ConfListFromConf wraps a single plugin config into a list named after it,
