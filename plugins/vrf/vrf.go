@@ -35,6 +35,10 @@ var Plugin = &cni.Plugin{
 	Add:      cmdAdd,
 	Del:      cmdDel,
 	Check:    cmdCheck,
+	Validate: func(stdin []byte) error {
+		_, err := loadConf(stdin)
+		return err
+	},
 }
 
 // NetConf is the vrf configuration (contract §6.1).
@@ -52,6 +56,11 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	}
 	if c.VRFName == "" {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "configuration is expected to have a valid vrf name")
+	}
+	if err := cni.IfNameFits("vrfname", c.VRFName); err != nil {
+		// The VRF is a link: the kernel refuses a longer name only when
+		// the container is already half set up.
+		return nil, err
 	}
 	if reservedTable(c.Table) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: the kernel reserves tables 253 to 255", c.Table)
