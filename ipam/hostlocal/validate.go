@@ -43,7 +43,8 @@ func locateValue(conf []byte) (field, fix string) {
 	var n struct {
 		IPAM *struct {
 			rng
-			Ranges [][]rng `json:"ranges"`
+			Ranges [][]rng           `json:"ranges"`
+			Routes []json.RawMessage `json:"routes"`
 		} `json:"ipam"`
 		RuntimeConfig struct {
 			IPRanges [][]rng `json:"ipRanges"`
@@ -86,6 +87,12 @@ func locateValue(conf []byte) (field, fix string) {
 		}
 		if f, fix := sets("ipam.ranges", n.IPAM.Ranges); f != "" {
 			return f, fix
+		}
+		for i, raw := range n.IPAM.Routes {
+			var r wireRoute
+			if json.Unmarshal(raw, &r) != nil {
+				return fmt.Sprintf("ipam.routes[%d]", i), `write "dst" as a CIDR and "gw" as an address, e.g. {"dst": "0.0.0.0/0", "gw": "10.22.0.1"}`
+			}
 		}
 	}
 	return sets("runtimeConfig.ipRanges", n.RuntimeConfig.IPRanges)
