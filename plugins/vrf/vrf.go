@@ -36,8 +36,11 @@ var Plugin = &cni.Plugin{
 	Del:      cmdDel,
 	Check:    cmdCheck,
 	Validate: func(stdin []byte) error {
-		_, err := loadConf(stdin)
-		return err
+		c, err := loadConf(stdin)
+		if err != nil {
+			return err
+		}
+		return c.addCheck()
 	},
 }
 
@@ -57,15 +60,18 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	if c.VRFName == "" {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "configuration is expected to have a valid vrf name")
 	}
-	if err := cni.IfNameFits("vrfname", c.VRFName); err != nil {
-		// The VRF is a link: the kernel refuses a longer name only when
-		// the container is already half set up.
-		return nil, err
-	}
 	if reservedTable(c.Table) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: the kernel reserves tables 253 to 255", c.Table)
 	}
 	return &c, nil
+}
+
+// addCheck is what ADD (and the Validate hook) checks beyond loadConf
+// before touching the container: the VRF is a link, and the kernel would
+// refuse a longer name only once the container is half set up. DEL does
+// not check it: a VRF with such a name never existed.
+func (c *NetConf) addCheck() error {
+	return cni.IfNameFits("vrfname", c.VRFName)
 }
 
 // reservedTable reports the kernel's own tables (default, main, local):
@@ -130,6 +136,9 @@ func unwrap(err error) error {
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
+		return nil, err
+	}
+	if err := conf.addCheck(); err != nil {
 		return nil, err
 	}
 	prev, err := conf.prevResult()
