@@ -28,8 +28,9 @@ type Plugin struct {
 
 	// Validate checks a complete config (the plugin's stdin) offline:
 	// every key and value, interface-name lengths, and the config of an
-	// IPAM plugin registered in this binary (ValidateIPAM). It reads and
-	// changes nothing on the host. The plugin's ADD makes the same checks
+	// IPAM plugin registered in this binary (ValidateIPAM). It changes
+	// nothing on the host and opens no namespace, socket or store (at most
+	// host-device reads sysfs). The plugin's ADD makes the same checks
 	// before it creates anything, and `nftcni validate` runs it for every
 	// plugin of a network; nil means the plugin has no offline checks.
 	// Mistakes are *Error with CodeInvalidNetworkConfig whose message

@@ -3,7 +3,6 @@ package cni
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // ConfigError is a config mistake found by a Validate hook: code 7
@@ -17,8 +16,9 @@ func ConfigError(field, format string, args ...any) *Error {
 // interface plugin's stdin, which is also the IPAM plugin's), when typ is
 // registered in this binary and has one; an empty typ or a plugin of
 // another binary passes (whether typ is needed at all is the interface
-// plugin's rule). A mistake becomes a ConfigError under "ipam": either
-// the hook's own key path, prefixed, or the hook's text under "ipam".
+// plugin's rule). A ConfigError of the hook is returned as it is (its key
+// path is the whole config's: "ipam.ranges[0]", "cniVersion", ...); any
+// other error becomes a ConfigError under "ipam".
 func ValidateIPAM(typ string, conf []byte) error {
 	if typ == "" {
 		return nil
@@ -32,8 +32,8 @@ func ValidateIPAM(typ string, conf []byte) error {
 		return nil
 	}
 	var e *Error
-	if errors.As(err, &e) && e.Code == CodeInvalidNetworkConfig && strings.HasPrefix(e.Msg, "ipam") {
-		return e
+	if errors.As(err, &e) && e.Code == CodeInvalidNetworkConfig {
+		return e // names its key already (it is the whole config's)
 	}
 	return ConfigError("ipam", "%s (IPAM plugin %q)", err, typ)
 }
