@@ -16,5 +16,7 @@
 // cache files are written atomically, a plugin that stays "text file busy"
 // is an error instead of a silent empty success, empty CNI_PATH elements are
 // skipped, GC with a nil attachment slice sends an empty list instead of
-// null, and a plugin's environment keeps a stable order.
+// null, a plugin's environment keeps a stable order, and ValidateNetworkList
+// also checks the IPAM plugins' presence and every config through the
+// Validate hook of the plugins registered in the calling program.
 package cniruntime
