@@ -25,6 +25,17 @@ type Plugin struct {
 	Check  func(ctx context.Context, a *CmdArgs) error
 	GC     func(ctx context.Context, a *CmdArgs) error
 	Status func(ctx context.Context, a *CmdArgs) error
+
+	// Validate checks a complete config (the plugin's stdin) offline:
+	// every key and value, interface-name lengths, and the config of an
+	// IPAM plugin registered in this binary (ValidateIPAM). It changes
+	// nothing on the host and opens no namespace, socket or store (at most
+	// host-device reads sysfs). The plugin's ADD makes the same checks
+	// before it creates anything, and `nftcni validate` runs it for every
+	// plugin of a network; nil means the plugin has no offline checks.
+	// Mistakes are *Error with CodeInvalidNetworkConfig whose message
+	// starts with the key path ("ipam.ranges[0][0].subnet: ...").
+	Validate func(conf []byte) error
 }
 
 func (p *Plugin) versions() []string {

@@ -2,6 +2,7 @@ package cniruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -244,16 +245,25 @@ func (r *Runtime) DelNetworkList(ctx context.Context, list *NetworkConfigList, r
 
 // ValidateNetworkList checks that every plugin of list exists and supports
 // the list's version (asking each with VERSION), and returns the
-// capabilities the plugins enable, sorted. All problems are reported
-// together, in libcni's "[err1 err2]" form.
+// capabilities the plugins enable, sorted. Beyond libcni, it checks each
+// plugin's complete config offline when the plugin is registered in this
+// process with a Validate hook (cni.Plugin.Validate: keys, values, the
+// IPAM config, interface-name lengths), and that the IPAM plugin a config
+// names is installed too; nothing on the host is read or changed besides
+// finding and asking the plugins. All problems are reported together, in
+// libcni's "[err1 err2]" form, as a ValidationErrors; a config mistake
+// reads "<file>: plugin <n> (type=...): <key>: <what and the fix>".
 func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigList) ([]string, error) {
 	if err := checkList(list); err != nil {
 		return nil, err
 	}
 	caps := map[string]struct{}{}
-	var errs []error
-	for _, net := range list.Plugins {
+	var errs ValidationErrors
+	for i, net := range list.Plugins {
 		if err := r.validatePlugin(ctx, net.Network.Type, list.CNIVersion); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.validateConf(ctx, list, i); err != nil {
 			errs = append(errs, err)
 		}
 		for c, enabled := range net.Network.Capabilities {
@@ -263,7 +273,7 @@ func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigLi
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%v", errs)
+		return nil, errs
 	}
 	cc := make([]string, 0, len(caps))
 	for c := range caps {
@@ -271,6 +281,49 @@ func (r *Runtime) ValidateNetworkList(ctx context.Context, list *NetworkConfigLi
 	}
 	sort.Strings(cc)
 	return cc, nil
+}
+
+// ValidationErrors are the problems ValidateNetworkList found, in list
+// order. The text is libcni's "[err1 err2]".
+type ValidationErrors []error
+
+func (e ValidationErrors) Error() string { return fmt.Sprintf("%v", []error(e)) }
+
+// Unwrap gives errors.Is and errors.As every problem.
+func (e ValidationErrors) Unwrap() []error { return e }
+
+// validateConf is the offline part of ValidateNetworkList for plugin i of
+// list: the IPAM plugin it names is installed, and the plugin's Validate
+// hook, when this process has one, accepts the stdin ADD would get (before
+// the runtime's per-attachment values).
+func (r *Runtime) validateConf(ctx context.Context, list *NetworkConfigList, i int) error {
+	net := list.Plugins[i]
+	where := fmt.Sprintf("plugin %d (%s)", i+1, pluginDescription(net.Network))
+	if list.File != "" {
+		where = list.File + ": " + where
+	}
+	var withIPAM struct {
+		IPAM struct {
+			Type string `json:"type"`
+		} `json:"ipam"`
+	}
+	if json.Unmarshal(net.Bytes, &withIPAM) == nil && withIPAM.IPAM.Type != "" {
+		if err := r.validatePlugin(ctx, withIPAM.IPAM.Type, list.CNIVersion); err != nil {
+			return fmt.Errorf("%s: ipam.type: %w", where, err)
+		}
+	}
+	p := cni.Lookup(net.Network.Type)
+	if p == nil || p.Validate == nil {
+		return nil
+	}
+	conf, err := buildOneConfig(list.Name, list.CNIVersion, net, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := p.Validate(conf.Bytes); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
 }
 
 func (r *Runtime) validatePlugin(ctx context.Context, pluginName, expectedVersion string) error {

@@ -46,6 +46,9 @@ type NetworkConfigList struct {
 	// Bytes is what the result cache stores as "config": the file as read
 	// for a conflist, the generated wrapper list for a single-plugin file.
 	Bytes []byte
+	// File is the file the network was loaded from ("" when built from
+	// bytes), for messages about its contents.
+	File string
 }
 
 // NotFoundError says no configuration in Dir defines the network Name. The
@@ -289,6 +292,7 @@ func NetworkConfFromFile(filename string) (*NetworkConfigList, error) {
 	if len(conf.Plugins) == 0 {
 		return nil, fmt.Errorf("%s: no plugin configs found", filename)
 	}
+	conf.File = filename
 	return conf, nil
 }
 
@@ -349,32 +353,32 @@ func skipBroken(file, name string, err error, skipped *[]error) error {
 
 // loadConf finds a single-plugin file (.conf or .json) defining name,
 // skipping the unparsable files of other (or unknown) networks.
-func loadConf(dir, name string, skipped *[]error) (*PluginConfig, error) {
+func loadConf(dir, name string, skipped *[]error) (*PluginConfig, string, error) {
 	files, err := ConfFiles(dir, []string{".conf", ".json"})
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	case len(files) == 0:
-		return nil, NoConfigsFoundError{Dir: dir}
+		return nil, "", NoConfigsFoundError{Dir: dir}
 	}
 	sort.Strings(files)
 	for _, confFile := range files {
 		bytes, err := os.ReadFile(confFile)
 		if err != nil {
-			return nil, fmt.Errorf("error reading %s: %w", confFile, err)
+			return nil, "", fmt.Errorf("error reading %s: %w", confFile, err)
 		}
 		conf, err := NetworkPluginConfFromBytes(bytes)
 		if err != nil {
 			if err := skipBroken(confFile, name, fmt.Errorf("%s: %w", confFile, err), skipped); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			continue
 		}
 		if conf.Network.Name == name {
-			return conf, nil
+			return conf, confFile, nil
 		}
 	}
-	return nil, NotFoundError{Dir: dir, Name: name, Skipped: *skipped}
+	return nil, "", NotFoundError{Dir: dir, Name: name, Skipped: *skipped}
 }
 
 // LoadNetworkConf loads network name from dir with libcni's selection rules:
@@ -403,7 +407,7 @@ func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
 			return conf, nil
 		}
 	}
-	singleConf, err := loadConf(dir, name, &skipped)
+	singleConf, file, err := loadConf(dir, name, &skipped)
 	if err != nil {
 		var ncfErr NoConfigsFoundError
 		if len(files) != 0 && errors.As(err, &ncfErr) {
@@ -412,7 +416,12 @@ func LoadNetworkConf(dir, name string) (*NetworkConfigList, error) {
 		}
 		return nil, err
 	}
-	return ConfListFromConf(singleConf)
+	list, err := ConfListFromConf(singleConf)
+	if err != nil {
+		return nil, err
+	}
+	list.File = file
+	return list, nil
 }
 
 // ConfListFromConf wraps a single plugin config into a list named after it,

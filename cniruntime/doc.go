@@ -16,7 +16,9 @@
 // cache files are written atomically, a plugin that stays "text file busy"
 // is an error instead of a silent empty success, empty CNI_PATH elements are
 // skipped, GC with a nil attachment slice sends an empty list instead of
-// null, a plugin's environment keeps a stable order, and a configuration
+// null, a plugin's environment keeps a stable order, a configuration
 // file that cannot be parsed is skipped (and named) instead of failing the
-// loading of every network in the directory.
+// loading of every network in the directory, and ValidateNetworkList
+// also checks the IPAM plugins' presence and every config through the
+// Validate hook of the plugins registered in the calling program.
 package cniruntime

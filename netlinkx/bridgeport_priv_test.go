@@ -163,10 +163,10 @@ func TestCreateVethPair(t *testing.T) {
 		t.Errorf("container %+v, host %+v", c, p)
 	}
 
-	// The container name is taken: fatal, with the reference's text.
+	// The container name is taken: fatal, naming CNI_IFNAME and the fix.
 	_, err = hc.CreateVethPair("eth0", host, 0, nil)
-	if err == nil || !strings.HasPrefix(err.Error(), `container veth name ("eth0") peer provided ("veth`) ||
-		!strings.HasSuffix(err.Error(), `") already exists`) {
+	if err == nil || err.Error() != netlinkx.IfNameTaken("eth0").Error() ||
+		!strings.HasPrefix(err.Error(), `CNI_IFNAME "eth0" already exists in the container's network namespace`) {
 		t.Errorf("clash in the container: %v", err)
 	}
 

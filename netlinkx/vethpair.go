@@ -37,8 +37,11 @@ var newVethName = RandomVethName
 // set up.
 //
 // A name clash is resolved like this: if ifName already exists here, that
-// is fatal (`container veth name ("<if>") peer provided ("<peer>") already
-// exists`, the reference's text); any other clash is the random peer name
+// is fatal, with a message that names CNI_IFNAME and the fix (the
+// reference's `container veth name ("<if>") peer provided ("<peer>")
+// already exists` talks about a random peer name the user never chose,
+// and the usual cause, a second network attached under the same name, is
+// left to guess); any other clash is the random peer name
 // being taken in peerNS, and a new one is tried, up to 10 times (`failed
 // to find a unique veth name`). The reference retried only when the peer
 // name existed in the container's namespace, so a clash in the host failed
@@ -55,7 +58,7 @@ func (h *Handle) CreateVethPair(ifName string, peerNS *netns.NS, mtu int, mac ne
 			return peer, nil
 		case errors.Is(err, unix.EEXIST):
 			if _, lerr := h.LinkByName(ifName); lerr == nil {
-				return "", fmt.Errorf("container veth name (%q) peer provided (%q) already exists", ifName, peer)
+				return "", IfNameTaken(ifName)
 			}
 			continue
 		default:
@@ -90,4 +93,10 @@ func (h *Handle) WaitOperUp(name string, timeout, poll time.Duration) (OperState
 			wait = poll
 		}
 	}
+}
+
+// IfNameTaken is the error for an interface name (CNI_IFNAME) that
+// already exists in the container's namespace.
+func IfNameTaken(ifName string) error {
+	return fmt.Errorf("CNI_IFNAME %q already exists in the container's network namespace (another network attached under the same name?): give each network of the container its own interface name, e.g. CNI_IFNAME=eth1", ifName)
 }

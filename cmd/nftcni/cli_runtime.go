@@ -329,14 +329,27 @@ func cmdStatus(args []string) error {
 	return env.runtime.GetStatusNetworkList(context.Background(), list)
 }
 
-// cmdValidate checks that every plugin of the network is installed and
-// supports the network's version, and prints what the network is made of.
+// cmdValidate checks the network offline: every plugin (and IPAM plugin)
+// is installed and supports the network's version, and every plugin's
+// complete config passes that plugin's own checks (cni.Plugin.Validate:
+// the same ones its ADD makes before touching anything). Nothing on the
+// host is changed. It prints what the network is made of, or every
+// problem on a line of its own, each naming the file, the plugin and the
+// key.
 func cmdValidate(args []string, stdout io.Writer) error {
 	env, list, err := parseNetworkOnly("validate", args, 1)
 	if err != nil {
 		return err
 	}
 	caps, err := env.runtime.ValidateNetworkList(context.Background(), list)
+	var problems cniruntime.ValidationErrors
+	if errors.As(err, &problems) {
+		lines := make([]string, len(problems))
+		for i, p := range problems {
+			lines[i] = "  " + p.Error()
+		}
+		return fmt.Errorf("network %q is not valid:\n%s", list.Name, strings.Join(lines, "\n"))
+	}
 	if err != nil {
 		return fmt.Errorf("network %q: %w", list.Name, err)
 	}

@@ -177,3 +177,7 @@ func GCKeepsValid(t *testing.T, h *Host, dir, keep, stale, noIPAM, noIPAMErr str
 		}
 	}
 }
+
+// IfNameTakenMsg is the error of an ADD whose CNI_IFNAME already exists in
+// the container (a second network on the same name).
+const IfNameTakenMsg = `CNI_IFNAME "eth0" already exists in the container's network namespace (another network attached under the same name?): give each network of the container its own interface name, e.g. CNI_IFNAME=eth1`

@@ -141,12 +141,26 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 	}
 	sets = append(sets, n.IPAM.Ranges...)
 	if len(sets) == 0 {
-		return nil, errors.New("no IP ranges specified")
+		return nil, &fieldError{"ipam.ranges", errors.New("no IP ranges specified"),
+			`add "ranges": [[{"subnet": "10.22.0.0/16"}]] (or the single-range "subnet")`}
+	}
+	// path names set i in messages about the config (Validate).
+	path := func(i int) string {
+		nrt := len(n.RuntimeConfig.IPRanges)
+		switch {
+		case i < nrt:
+			return fmt.Sprintf("runtimeConfig.ipRanges[%d]", i)
+		case n.IPAM.Subnet.set && i == nrt:
+			return "ipam"
+		case n.IPAM.Subnet.set:
+			return fmt.Sprintf("ipam.ranges[%d]", i-nrt-1)
+		}
+		return fmt.Sprintf("ipam.ranges[%d]", i-nrt)
 	}
 
 	numV4, numV6 := 0, 0
 	for i, ws := range sets {
-		rs, err := ws.canonicalize()
+		rs, err := ws.canonicalize(path(i), n.IPAM.Subnet.set && path(i) == "ipam")
 		if err != nil {
 			return nil, fmt.Errorf("invalid range set %d: %w", i, err)
 		}
@@ -159,7 +173,8 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 	}
 	if numV4 > 1 || numV6 > 1 {
 		if ok, err := cni.GreaterThanOrEqual(n.CNIVersion, "0.3.0"); err != nil || !ok {
-			return nil, fmt.Errorf("CNI version %v does not support more than 1 address per family", n.CNIVersion)
+			return nil, &fieldError{"cniVersion", fmt.Errorf("CNI version %v does not support more than 1 address per family", n.CNIVersion),
+				`use cniVersion "0.3.0" or later, or one range set per family`}
 		}
 	}
 	var ivs []interval
@@ -169,27 +184,48 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 		}
 	}
 	if i, j, ok := firstOverlap(ivs, len(c.Ranges)); ok {
-		return nil, fmt.Errorf("range set %d overlaps with %d", i, j)
+		return nil, &fieldError{path(j), fmt.Errorf("range set %d overlaps with %d", i, j),
+			fmt.Sprintf("its addresses overlap those of %s; make the range sets disjoint", path(i))}
 	}
 	return c, nil
 }
+
+// fieldError is a config mistake with the key it is about and how to fix
+// it. Its text is the reference's message alone (host-local's own errors
+// read like the reference's); Validate adds the key and the fix.
+type fieldError struct {
+	field string
+	err   error
+	fix   string
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
 
 // canonicalize validates one range set and fills in defaults. Each range is
 // checked, then its family compared with the first one, in list order; the
 // overlap check (first pair in index order, as the reference's pairwise
 // loop) comes last.
-func (ws wireRangeSet) canonicalize() (RangeSet, error) {
+//
+// path is the set's key path for messages; legacy says it is the
+// single range written straight under "ipam".
+func (ws wireRangeSet) canonicalize(path string, legacy bool) (RangeSet, error) {
 	if len(ws) == 0 {
-		return nil, errors.New("empty range set")
+		return nil, &fieldError{path, errors.New("empty range set"), `give the set at least one range, e.g. [{"subnet": "10.22.0.0/16"}], or remove it`}
 	}
 	rs := make(RangeSet, 0, len(ws))
 	for i, w := range ws {
-		r, err := w.canonicalize()
+		rpath := path
+		if !legacy {
+			rpath = fmt.Sprintf("%s[%d]", path, i)
+		}
+		r, err := w.canonicalize(rpath)
 		if err != nil {
 			return nil, err
 		}
 		if i > 0 && r.RangeStart.Is4() != rs[0].RangeStart.Is4() {
-			return nil, errors.New("mixed address families")
+			return nil, &fieldError{rpath, errors.New("mixed address families"),
+				"the ranges of one set are all IPv4 or all IPv6; put this range in a set of its own"}
 		}
 		rs = append(rs, r)
 	}
@@ -198,27 +234,38 @@ func (ws wireRangeSet) canonicalize() (RangeSet, error) {
 		ivs[i] = interval{r.RangeStart, r.RangeEnd, i}
 	}
 	if i, j, ok := firstOverlap(ivs, len(rs)); ok {
-		return nil, fmt.Errorf("subnets %s and %s overlap", rs[i].String(), rs[j].String())
+		jpath := path
+		if !legacy {
+			jpath = fmt.Sprintf("%s[%d]", path, j)
+		}
+		return nil, &fieldError{jpath, fmt.Errorf("subnets %s and %s overlap", rs[i].String(), rs[j].String()),
+			"make the ranges of a set disjoint (rangeStart/rangeEnd, or other subnets)"}
 	}
 	return rs, nil
 }
 
-// canonicalize is the reference's Range.Canonicalize, check for check.
-func (w wireRange) canonicalize() (Range, error) {
+// canonicalize is the reference's Range.Canonicalize, check for check;
+// path is the range's key path for messages.
+func (w wireRange) canonicalize(path string) (Range, error) {
+	bad := func(key string, err error, fix string) (Range, error) {
+		return Range{}, &fieldError{path + "." + key, err, fix}
+	}
 	if !w.Subnet.set {
-		return Range{}, errors.New("IP <nil> not v4 nor v6")
+		return bad("subnet", errors.New("IP <nil> not v4 nor v6"), `every range needs a subnet, e.g. "subnet": "10.22.0.0/16"`)
 	}
 	sn := w.Subnet
 	if sn.bits > sn.maskBits-2 {
-		return Range{}, fmt.Errorf("Network %s too small to allocate from", sn.prefix())
+		return bad("subnet", fmt.Errorf("Network %s too small to allocate from", sn.prefix()),
+			"use a prefix of /30 or shorter (IPv6: /126 or shorter)")
 	}
 	ip := sn.addr.Unmap()
 	if ip.BitLen() != sn.maskBits {
-		return Range{}, errors.New("IPNet IP and Mask version mismatch")
+		return bad("subnet", errors.New("IPNet IP and Mask version mismatch"), "write the subnet as plain IPv4 or IPv6")
 	}
 	network := netip.PrefixFrom(ip, sn.bits).Masked()
 	if network.Addr() != ip {
-		return Range{}, fmt.Errorf("Network has host bits set. For a subnet mask of length %d the network address is %s", sn.bits, network.Addr())
+		return bad("subnet", fmt.Errorf("Network has host bits set. For a subnet mask of length %d the network address is %s", sn.bits, network.Addr()),
+			fmt.Sprintf("write the network address, %q", network))
 	}
 	r := Range{Subnet: network, Gateway: toAddr(w.Gateway)}
 	if !r.Gateway.IsValid() {
@@ -230,14 +277,16 @@ func (w wireRange) canonicalize() (Range, error) {
 	if start := toAddr(w.RangeStart); start.IsValid() {
 		r.RangeStart = start
 		if !r.Contains(start) {
-			return Range{}, fmt.Errorf("RangeStart %s not in network %s", start, network)
+			return bad("rangeStart", fmt.Errorf("RangeStart %s not in network %s", start, network),
+				"rangeStart must lie in the subnet, at or before rangeEnd")
 		}
 	} else {
 		r.RangeStart = ip.Next()
 	}
 	if r.RangeEnd.IsValid() {
 		if !r.Contains(r.RangeEnd) {
-			return Range{}, fmt.Errorf("RangeEnd %s not in network %s", r.RangeEnd, network)
+			return bad("rangeEnd", fmt.Errorf("RangeEnd %s not in network %s", r.RangeEnd, network),
+				"rangeEnd must lie in the subnet, at or after rangeStart")
 		}
 	} else {
 		r.RangeEnd = lastAddr(network)

@@ -18,12 +18,13 @@ import (
 
 // Plugin is the host-local IPAM plugin.
 var Plugin = &cni.Plugin{
-	Name:   "host-local",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	Name:     "host-local",
+	Add:      cmdAdd,
+	Del:      cmdDel,
+	Check:    cmdCheck,
+	GC:       cmdGC,
+	Status:   cmdStatus,
+	Validate: validate,
 }
 
 // cmdAdd takes one address from every range set, in list order.

@@ -21,10 +21,11 @@ import (
 // Plugin is the static IPAM plugin. DEL needs nothing (no state) and does
 // not even read the config, like the reference.
 var Plugin = &cni.Plugin{
-	Name:  "static",
-	Add:   cmdAdd,
-	Del:   func(context.Context, *cni.CmdArgs) error { return nil },
-	Check: cmdCheck,
+	Name:     "static",
+	Add:      cmdAdd,
+	Del:      func(context.Context, *cni.CmdArgs) error { return nil },
+	Check:    cmdCheck,
+	Validate: validate,
 }
 
 type netConf struct {
@@ -221,4 +222,30 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 		}
 	}
 	return nil
+}
+
+// validate is the plugin's offline check (cni.Plugin.Validate): the
+// config loaded as ADD loads it, CNI_ARGS aside; a mistake names the
+// address entry it is about. Which addresses a runtime will add later
+// (CNI_ARGS, runtimeConfig.ips) is not known here, so an empty list is
+// not a mistake.
+func validate(conf []byte) error {
+	_, err := load(conf, "")
+	if err == nil {
+		return nil
+	}
+	var n netConf
+	if json.Unmarshal(conf, &n) == nil && n.IPAM != nil {
+		for i, a := range n.IPAM.Addresses {
+			if _, perr := netip.ParsePrefix(a.Address); perr != nil {
+				return cni.ConfigError(fmt.Sprintf("ipam.addresses[%d].address", i), "%v: write an address with its prefix length, e.g. \"10.10.0.2/24\"", err)
+			}
+			if a.Gateway != nil && *a.Gateway != "" {
+				if _, gerr := cni.ParseAddr(*a.Gateway); gerr != nil {
+					return cni.ConfigError(fmt.Sprintf("ipam.addresses[%d].gateway", i), "%v: write one IPv4 or IPv6 address", err)
+				}
+			}
+		}
+	}
+	return cni.ConfigError("ipam", "%v", err)
 }

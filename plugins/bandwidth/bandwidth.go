@@ -37,6 +37,10 @@ var Plugin = &cni.Plugin{
 	Del:      cmdDel,
 	Check:    cmdCheck,
 	GC:       cmdGC,
+	Validate: func(stdin []byte) error {
+		_, err := parseConfig(stdin)
+		return err
+	},
 }
 
 // tbfHandle is the handle of every TBF we add, `1:` (kept for interop).

@@ -31,12 +31,13 @@ import (
 
 // Plugin is the bridge plugin.
 var Plugin = &cni.Plugin{
-	Name:   "bridge",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	Name:     "bridge",
+	Add:      cmdAdd,
+	Del:      cmdDel,
+	Check:    cmdCheck,
+	GC:       cmdGC,
+	Status:   cmdStatus,
+	Validate: validate,
 }
 
 // Port-state wait after ADD: the reference sleeps 0, 50, 500, 1000 and
@@ -51,22 +52,18 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mac, err := conf.addChecks()
+	// The whole config (IPAM's included) is checked and the container's
+	// namespace opened before anything is created: a mistake or a bad
+	// CNI_NETNS leaves the host as it was.
+	mac, err := conf.check(a.StdinData)
 	if err != nil {
 		return nil, err
 	}
-
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer hh.Close()
-
-	br, brIface, err := ensureBridge(hh, conf)
-	if err != nil {
-		return nil, err
-	}
-
 	add, err := vethplugin.BeginAdd("bridge", a)
 	if err != nil {
 		return nil, err
@@ -74,12 +71,20 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	defer add.End(&err) // a failed ADD is rolled back
 	ctrNS, hc := add.CtrNS, add.HC
 
+	// The veth before the bridge: a CNI_IFNAME already taken in the
+	// container fails here, before a bridge exists (the reference creates
+	// the bridge first and leaves it behind).
 	hostVeth, contIface, err := setupVeth(hh, hc, add.HostNS, a.IfName, conf.MTU, mac)
 	if err != nil {
 		return nil, err
 	}
 	contIface.Sandbox = a.Netns
 	add.LinkCreated(hc, a.IfName)
+
+	br, brIface, err := ensureBridge(hh, conf)
+	if err != nil {
+		return nil, err
+	}
 	if err := setupPort(hh, conf.BrName, hostVeth, conf.HairpinMode, conf.PortIsolation, conf.Vlan, conf.vlans, conf.PreserveDefaultVlan); err != nil {
 		return nil, err
 	}

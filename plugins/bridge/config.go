@@ -175,3 +175,40 @@ func (c *NetConf) addChecks() (net.HardwareAddr, error) {
 	}
 	return mac, nil
 }
+
+// check is every offline check ADD makes before it touches anything:
+// addChecks, the names of the links ADD creates, and the IPAM config (of
+// an IPAM plugin in this binary). It returns the container MAC (nil:
+// random). The Validate hook runs the same checks.
+func (c *NetConf) check(stdin []byte) (net.HardwareAddr, error) {
+	mac, err := c.addChecks()
+	if err != nil {
+		return nil, err
+	}
+	if c.BrName != "" { // "" keeps the reference's kernel error in ensureBridge
+		if err := cni.IfNameFits("bridge", c.BrName); err != nil {
+			return nil, err
+		}
+	}
+	if c.isL3() && c.IsGW && c.Vlan != 0 {
+		// The VLAN gateway interface is named <bridge>.<vlan>.
+		if name := fmt.Sprintf("%s.%d", c.BrName, c.Vlan); len(name) > 15 {
+			return nil, cni.ConfigError("bridge", "with vlan %d and isGateway the bridge's gateway interface is %q, %d bytes long; Linux allows at most 15: choose a bridge name of at most %d bytes",
+				c.Vlan, name, len(name), 15-(len(name)-len(c.BrName)))
+		}
+	}
+	if err := cni.ValidateIPAM(c.IPAM.Type, stdin); err != nil {
+		return nil, err
+	}
+	return mac, nil
+}
+
+// validate is the plugin's offline check (cni.Plugin.Validate).
+func validate(stdin []byte) error {
+	c, err := loadConf(stdin, "")
+	if err != nil {
+		return err
+	}
+	_, err = c.check(stdin)
+	return err
+}

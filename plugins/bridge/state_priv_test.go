@@ -145,6 +145,8 @@ func TestBridgeOptions(t *testing.T) {
 			t.Errorf("error %+v", e)
 		}
 		plugintest.WantLinks(t, hc, "lo")
+		// The veth made before the bridge was looked at is gone too.
+		plugintest.WantLinks(t, th.H, "br0", "br0peer", "lo")
 	})
 	t.Run("runtimeConfig mac", func(t *testing.T) {
 		t.Parallel()

@@ -26,6 +26,16 @@ var Plugin = &cni.Plugin{
 	Check:  cmdCheck,
 	GC:     vethplugin.ChildGC(ipamOf),
 	Status: vethplugin.ChildStatus(ipamOf),
+	Validate: func(stdin []byte) error {
+		conf, err := parseConf(stdin)
+		if err != nil {
+			return err
+		}
+		if conf.IPAM.Type == "" {
+			return errNoIPAM
+		}
+		return cni.ValidateIPAM(conf.IPAM.Type, stdin)
+	},
 }
 
 // errNoIPAM is the reference's message for a config without ipam.type,
@@ -58,6 +68,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	if conf.IPAM.Type == "" {
 		return nil, errNoIPAM
+	}
+	if err := cni.ValidateIPAM(conf.IPAM.Type, a.StdinData); err != nil {
+		return nil, err
 	}
 	add, err := vethplugin.BeginAdd("dummy", a)
 	if err != nil {

@@ -26,6 +26,20 @@ var Plugin = &cni.Plugin{
 	Del:      cmdDel,
 	Check:    cmdCheck,
 	GC:       cmdGC,
+	Validate: func(stdin []byte) error {
+		conf, err := loadConf(stdin)
+		if err != nil {
+			return err
+		}
+		if err := checkBackend(conf, &cni.CmdArgs{}); err != nil {
+			return err
+		}
+		if _, err := policy(conf); err != nil {
+			return err
+		}
+		_, err = adminChain(conf)
+		return err
+	},
 }
 
 // NetConf is the firewall configuration.

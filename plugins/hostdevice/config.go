@@ -223,3 +223,15 @@ func displayPath(root, p string) string {
 	}
 	return p
 }
+
+// check is the offline check ADD makes before it moves anything (and the
+// Validate hook): the device's name, when one is named, and the IPAM
+// config.
+func (c *NetConf) check(stdin []byte) error {
+	if c.Device != "" {
+		if err := cni.IfNameFits("device", c.Device); err != nil {
+			return err
+		}
+	}
+	return cni.ValidateIPAM(c.IPAM.Type, stdin)
+}

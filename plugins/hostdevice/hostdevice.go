@@ -32,11 +32,21 @@ var Plugin = &cni.Plugin{
 	Check:  cmdCheck,
 	GC:     cmdGC,
 	Status: cmdStatus,
+	Validate: func(stdin []byte) error {
+		conf, err := loadConf(stdin, sysfsRoot, false)
+		if err != nil {
+			return err
+		}
+		return conf.check(stdin)
+	},
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	conf, err := loadConf(a.StdinData, sysfsRoot, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := conf.check(a.StdinData); err != nil {
 		return nil, err
 	}
 	// Opened first so that it is closed last: the rollback uses it.

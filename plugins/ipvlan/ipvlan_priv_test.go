@@ -251,7 +251,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 	plugintest.FailedAdds(t, dir, func(t *testing.T) *plugintest.Host { return newLAN(t).Host }, []string{"lo", "up0"}, []plugintest.FailedAdd{
 		{Name: "ipam no addresses", Conf: conf("1.0.0", plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
 		{Name: "unreachable route", Conf: conf("1.0.0", plugintest.UnreachableRoute(dir, "10.9.0.0/24")), Msg: plugintest.UnreachableMsg},
-		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.Static("", "10.9.0.11/24")), Msg: `failed to rename ipvlan to "eth0": file exists`, Existing: true},
+		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.Static("", "10.9.0.11/24")), Msg: plugintest.IfNameTakenMsg, Existing: true},
 	}, nil)
 }
 

@@ -23,6 +23,10 @@ var Plugin = &cni.Plugin{
 	Add:   cmdAdd,
 	Del:   cmdDel,
 	Check: cmdCheck,
+	Validate: func(stdin []byte) error {
+		_, _, err := loadConf(stdin)
+		return err
+	},
 }
 
 // withLo opens the namespace and a netlink handle inside it.

@@ -25,6 +25,13 @@ var Plugin = &cni.Plugin{
 	Check:  cmdCheck,
 	GC:     vethplugin.ChildGC(ipamOf("failed to load netconf")),
 	Status: vethplugin.ChildStatus(ipamOf("failed to load netconf")),
+	Validate: func(stdin []byte) error {
+		conf, err := loadConf(stdin, "")
+		if err != nil {
+			return err
+		}
+		return vethplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
+	},
 }
 
 // ipamOf decodes the config for DEL, GC and STATUS, with
@@ -45,6 +52,9 @@ func ipamOf(prefix string) vethplugin.IPAMOf {
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
+		return nil, err
+	}
+	if err := vethplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
 		return nil, err
 	}
 	add, err := vethplugin.BeginAdd("macvlan", a)

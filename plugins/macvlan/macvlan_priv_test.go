@@ -340,7 +340,12 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 		{Name: "ipam no addresses", Conf: conf("1.0.0", plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
 		{Name: "ipam missing", Conf: conf("1.0.0", `,"ipam":{"type":"no-such-ipam"}`), Msg: `^failed to find plugin "no-such-ipam" in path \[.*\]$`},
 		{Name: "unreachable route", Conf: conf("1.0.0", plugintest.UnreachableRoute(dir, "10.9.0.0/24")), Msg: plugintest.UnreachableMsg},
-		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.Static("", "10.9.0.11/24")), Msg: `failed to rename macvlan to "eth0": file exists`, Existing: true},
+		{Name: "interface name taken", Conf: conf("1.0.0", plugintest.Static("", "10.9.0.11/24")), Msg: plugintest.IfNameTakenMsg, Existing: true},
+		// Config mistakes are found before anything is created.
+		{Name: "host-local subnet /33", Conf: conf("1.0.0", plugintest.HostLocal(dir, "10.9.0.0/33")),
+			Msg: `^ipam\.ranges\[0\]\[0\]\.subnet: invalid CIDR address: 10\.9\.0\.0/33: `},
+		{Name: "master name too long", Conf: conf("1.0.0", `,"master":"up0-0123456789abcdef"`+plugintest.Static("", "10.9.0.11/24")),
+			Msg: `master: interface name "up0-0123456789abcdef" is 20 bytes long, Linux allows at most 15: choose a shorter name`},
 	}, nil)
 }
 

@@ -7,6 +7,7 @@ package portmap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -29,6 +30,16 @@ var Plugin = &cni.Plugin{
 	Check:  cmdCheck,
 	GC:     cmdGC,
 	Status: func(context.Context, *cni.CmdArgs) error { return nil },
+	Validate: func(stdin []byte) error {
+		var v struct {
+			CNIVersion string `json:"cniVersion"`
+		}
+		_ = json.Unmarshal(stdin, &v) // a decoding error is parse's to report
+		if _, err := parse(stdin, v.CNIVersion); err != nil {
+			return fmt.Errorf("failed to parse config: %w", err)
+		}
+		return nil
+	},
 }
 
 // CodeHostPortInUse is the error code of an ADD asking for a host port

@@ -28,12 +28,13 @@ import (
 
 // Plugin is the ptp plugin.
 var Plugin = &cni.Plugin{
-	Name:   "ptp",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	Name:     "ptp",
+	Add:      cmdAdd,
+	Del:      cmdDel,
+	Check:    cmdCheck,
+	GC:       cmdGC,
+	Status:   cmdStatus,
+	Validate: validate,
 }
 
 // NetConf is the ptp configuration.
@@ -53,6 +54,31 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	return &c, nil
 }
 
+// check is every offline check ADD makes before it touches anything; the
+// Validate hook runs the same.
+func (c *NetConf) check(stdin []byte) error {
+	if c.IPMasq {
+		// The reference finds out only after the container is plumbed.
+		if err := vethplugin.CheckMasqBackend(c.IPMasqBackend); err != nil {
+			return err
+		}
+	}
+	if c.IPAM.Type == "" {
+		// The reference fails later with "no plugin name provided".
+		return cni.ConfigError("ipam.type", `ptp needs an IPAM plugin for the container's addresses: add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24"}]]}`)
+	}
+	return cni.ValidateIPAM(c.IPAM.Type, stdin)
+}
+
+// validate is the plugin's offline check (cni.Plugin.Validate).
+func validate(stdin []byte) error {
+	c, err := loadConf(stdin)
+	if err != nil {
+		return err
+	}
+	return c.check(stdin)
+}
+
 // hostBits is the host-route prefix length of a's family: 32 or 128.
 func hostBits(a netip.Addr) int {
 	if a.Is4() {
@@ -66,11 +92,8 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if conf.IPMasq {
-		// The reference finds out only after the container is plumbed.
-		if err := vethplugin.CheckMasqBackend(conf.IPMasqBackend); err != nil {
-			return nil, err
-		}
+	if err := conf.check(a.StdinData); err != nil {
+		return nil, err
 	}
 
 	// The namespace is opened before IPAM is asked (the reference asks

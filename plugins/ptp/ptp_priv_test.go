@@ -197,7 +197,11 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 	for _, tt := range []struct {
 		name, fields, msg string
 	}{
-		{"no ipam type", ``, "no plugin name provided"},
+		{"no ipam type", ``, `ipam.type: ptp needs an IPAM plugin for the container's addresses: add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24"}]]}`},
+		{"host-local subnet /33", plugintest.HostLocal("/nonexistent/store", "10.3.0.0/33"),
+			`ipam.ranges[0][0].subnet: invalid CIDR address: 10.3.0.0/33: write a network address and a prefix length (IPv4 /0-/32, IPv6 /0-/128), e.g. "10.22.0.0/16"`},
+		{"host-local ranges overlap", `,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.3.0.0/24"},{"subnet":"10.3.0.128/25"}]]}`,
+			`ipam.ranges[0][1]: subnets 10.3.0.1-10.3.0.254 and 10.3.0.129-10.3.0.254 overlap: make the ranges of a set disjoint (rangeStart/rangeEnd, or other subnets)`},
 		{"no gateway", plugintest.Static("", "10.3.0.5/24"), "IPAM result address 10.3.0.5/24 has no gateway, which ptp requires"},
 		{"no addresses", plugintest.Static(""), "IPAM plugin returned missing IP config"},
 		{"masq backend", `,"ipMasq":true,"ipMasqBackend":"firewalld"` + plugintest.Static("", "10.3.0.5/24 10.3.0.1"), `unknown ipmasq backend "firewalld"`},
@@ -215,7 +219,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 				t.Errorf("error %q\n want %q", e.Msg, tt.msg)
 			}
 			plugintest.WantLinks(t, hc, "lo")
-			plugintest.WantLinks(t, th.H, "lo")
+			plugintest.Untouched(t, th, "lo")
 		})
 	}
 }
@@ -230,7 +234,7 @@ func TestFailedAddReleasesHostLocal(t *testing.T) {
 	ctr, hc := newCtr(t)
 	plugintest.Must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth0", PeerName: "mine0"}))
 	e := th.Fail(plugintest.Cmd("ADD", ctr, "hl", conf("1.0.0", plugintest.HostLocal(dir, "10.4.0.0/24"))))
-	if !strings.HasPrefix(e.Msg, `container veth name ("eth0") peer provided ("veth`) {
+	if !strings.HasPrefix(e.Msg, `CNI_IFNAME "eth0" already exists in the container's network namespace`) {
 		t.Errorf("error %q", e.Msg)
 	}
 	plugintest.WantLinks(t, hc, "lo", "eth0", "mine0")

@@ -38,6 +38,10 @@ var Plugin = &cni.Plugin{
 	Add:   cmdAdd,
 	Del:   cmdDel,
 	Check: cmdCheck,
+	Validate: func(stdin []byte) error {
+		_, err := loadConf(stdin)
+		return err
+	},
 }
 
 // firstTable is the lowest table id sbr picks by itself, as the reference.

@@ -68,3 +68,15 @@ func loadConf(stdin []byte, envArgs string) (*NetConf, error) {
 	}
 	return c, nil
 }
+
+// check is the offline check ADD makes before it creates anything (and
+// the Validate hook): the bridge's name, when one is named, and the IPAM
+// config.
+func (c *NetConf) check(stdin []byte) error {
+	if c.Bridge != "" {
+		if err := cni.IfNameFits("bridge", c.Bridge); err != nil {
+			return err
+		}
+	}
+	return cni.ValidateIPAM(c.IPAM.Type, stdin)
+}

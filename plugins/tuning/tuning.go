@@ -32,6 +32,13 @@ var Plugin = &cni.Plugin{
 	Del:   cmdDel,
 	Check: cmdCheck,
 	GC:    cmdGC,
+	Validate: func(stdin []byte) error {
+		if err := checkDuplicateSysctls(stdin); err != nil {
+			return err
+		}
+		_, err := loadConf(stdin, "")
+		return err
+	},
 }
 
 // prevResult returns the config's prevResult, required by ADD and CHECK.

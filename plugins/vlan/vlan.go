@@ -26,6 +26,13 @@ var Plugin = &cni.Plugin{
 	Check:  cmdCheck,
 	GC:     vethplugin.ChildGC(ipamOf),
 	Status: vethplugin.ChildStatus(ipamOf),
+	Validate: func(stdin []byte) error {
+		conf, err := loadConf(stdin)
+		if err != nil {
+			return err
+		}
+		return vethplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
+	},
 }
 
 // ipamOf decodes the config for DEL, GC and STATUS, which
@@ -44,6 +51,9 @@ func ipamOf(stdin []byte) (string, bool, error) {
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
+		return nil, err
+	}
+	if err := vethplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
 		return nil, err
 	}
 	add, err := vethplugin.BeginAdd("vlan", a)

@@ -210,7 +210,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 	plugintest.FailedAdds(t, dir, world, []string{"lo", "up0"}, []plugintest.FailedAdd{
 		{Name: "ipam no addresses", Conf: conf("1.0.0", 100, plugintest.Static("")), Msg: "IPAM plugin returned missing IP config"},
 		{Name: "unreachable route", Conf: conf("1.0.0", 100, plugintest.UnreachableRoute(dir, "10.50.0.0/24")), Msg: plugintest.UnreachableMsg},
-		{Name: "interface name taken", Conf: conf("1.0.0", 100, plugintest.Static("", "10.50.0.2/24")), Msg: `failed to rename vlan to "eth0": file exists`, Existing: true},
+		{Name: "interface name taken", Conf: conf("1.0.0", 100, plugintest.Static("", "10.50.0.2/24")), Msg: plugintest.IfNameTakenMsg, Existing: true},
 	}, func(t *testing.T, h *plugintest.Host) {
 		// The VLAN id is free again on the master.
 		c2, _ := newCtr(t)

@@ -36,6 +36,13 @@ var Plugin = &cni.Plugin{
 	Add:      cmdAdd,
 	Del:      cmdDel,
 	Check:    cmdCheck,
+	Validate: func(stdin []byte) error {
+		c, err := loadConf(stdin)
+		if err != nil {
+			return err
+		}
+		return c.addCheck()
+	},
 }
 
 // NetConf is the vrf configuration.
@@ -58,6 +65,14 @@ func loadConf(stdin []byte) (*NetConf, error) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: the kernel reserves tables 253 to 255", c.Table)
 	}
 	return &c, nil
+}
+
+// addCheck is what ADD (and the Validate hook) checks beyond loadConf
+// before touching the container: the VRF is a link, and the kernel would
+// refuse a longer name only once the container is half set up. DEL does
+// not check it: a VRF with such a name never existed.
+func (c *NetConf) addCheck() error {
+	return cni.IfNameFits("vrfname", c.VRFName)
 }
 
 // reservedTable reports the kernel's own tables (default, main, local):
@@ -122,6 +137,9 @@ func unwrap(err error) error {
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
+		return nil, err
+	}
+	if err := conf.addCheck(); err != nil {
 		return nil, err
 	}
 	prev, err := conf.prevResult()

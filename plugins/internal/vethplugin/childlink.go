@@ -1,7 +1,10 @@
 package vethplugin
 
 import (
+	"errors"
 	"fmt"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netlinkx"
 )
@@ -16,7 +19,8 @@ import (
 // that must land in hc's namespace — so that a host link named like ifName
 // never collides — and it is then renamed there. kind names the link in
 // the reference's messages: `failed to create <kind>: <err>`,
-// `failed to rename <kind> to "<if>": <err>`,
+// `failed to rename <kind> to "<if>": <err>` (but netlinkx.IfNameTaken
+// when ifName exists already),
 // `failed to refetch <kind> "<if>": <err>`. Both names are registered for
 // deletion should the ADD fail later; the renamed link is returned as the
 // kernel reports it.
@@ -30,6 +34,10 @@ func (r *Rollback) CreateRenamed(hc *netlinkx.Handle, kind, ifName string, creat
 	}
 	r.LinkCreated(hc, tmp)
 	if err := hc.Rename(tmp, ifName); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			// A second network on the same CNI_IFNAME: say so.
+			return netlinkx.Link{}, netlinkx.IfNameTaken(ifName)
+		}
 		return netlinkx.Link{}, fmt.Errorf("failed to rename %s to %q: %w", kind, ifName, Unwrap(err))
 	}
 	r.LinkCreated(hc, ifName)

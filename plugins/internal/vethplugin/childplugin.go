@@ -214,3 +214,17 @@ func DefaultMaster(h *netlinkx.Handle) (netlinkx.Link, error) {
 	}
 	return l, nil
 }
+
+// CheckChild is the offline check the single-interface plugins make on
+// top of their own config rules, in their Validate hook and at the start
+// of ADD, before anything is created: the lower device's name, when the
+// config names one, can be an interface name, and the IPAM config (of an
+// IPAM plugin in this binary) is valid.
+func CheckChild(master string, c *cni.NetConf, stdin []byte) error {
+	if master != "" {
+		if err := cni.IfNameFits("master", master); err != nil {
+			return err
+		}
+	}
+	return cni.ValidateIPAM(c.IPAM.Type, stdin)
+}
