@@ -86,14 +86,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	defer hh.Close()
 
-	// IPAM before the veth, as in the reference; released also when IPAM
-	// ADD itself fails and when it returned no address.
+	// IPAM before the veth, as in the reference; released when a later
+	// step fails (and when it returned no address), never when IPAM ADD
+	// itself failed: that reservation was not made by this ADD.
 	result, err := add.DelegateAdd(ctx, conf.IPAM.Type)
 	if err != nil {
 		return nil, err
-	}
-	if conf.IPMasq {
-		add.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
 	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through
@@ -116,6 +114,13 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	add.LinkCreated(hc, a.IfName)
+	// Masquerade only once the container interface is this ADD's own: its
+	// rollback removes everything of the attachment's owner tag, which a
+	// repeated ADD for a live attachment (refused when the interface
+	// exists) must not touch.
+	if conf.IPMasq {
+		add.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
+	}
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
 		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), vethplugin.Unwrap(err))
