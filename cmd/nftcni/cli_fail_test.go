@@ -61,10 +61,10 @@ func reservationOf(dir, network, addr string) string {
 // TestAddTwice: `nftcni add NET NETNS` run twice fails the second time
 // and must not take the first attachment's address away: its eth0 keeps
 // it, its host-local reservation stays, a third container asking for it
-// is refused and the next one gets another. ptp asks IPAM before it makes
-// its veth, so its repeat is refused by host-local; bridge's by the
-// kernel (eth0 exists). No DEL runs after such a failure: the attachment
-// existed (its result is cached).
+// is refused and the next one gets another. The same for an add into
+// another netns that reuses the first one's container ID, which gets as
+// far as host-local's "duplicate allocation". No DEL runs after such a
+// failure: the attachment existed (its result is cached).
 func TestAddTwice(t *testing.T) {
 	privtest.Require(t)
 	for _, plugin := range []string{"ptp", "bridge"} {
@@ -80,16 +80,25 @@ func TestAddTwice(t *testing.T) {
 			addr := c.addedIP("twice", live)
 			owner := reservationOf(dir, "twice", addr)
 
-			out := c.run("add", "twice", live.Path())
-			if out.status != 1 || !strings.Contains(out.stderr, "not running DEL") {
-				t.Errorf("second add: status %d, stderr %q", out.status, out.stderr)
+			other := privtest.NewNS(t)
+			for _, args := range [][]string{
+				{"add", "twice", live.Path()},
+				{"add", "-container-id", cnitoolContainerID(live.Path()), "twice", other.Path()},
+			} {
+				out := c.run(args...)
+				if out.status != 1 || !strings.Contains(out.stderr, "not running DEL") {
+					t.Errorf("%v: status %d, stderr %q", args, out.status, out.stderr)
+				}
+				t.Logf("%v: %s", args, out.stderr)
+				if got := eth0Addrs(t, live); !slices.Contains(got, addr) {
+					t.Errorf("%v: the first container lost %s: %v", args, addr, got)
+				}
+				if got := reservationOf(dir, "twice", addr); got == "" || got != owner {
+					t.Errorf("%v: reservation of %s: %q, was %q", args, addr, got, owner)
+				}
 			}
-			t.Logf("second add: %s", out.stderr)
-			if got := eth0Addrs(t, live); !slices.Contains(got, addr) {
-				t.Errorf("the first container lost %s: %v", addr, got)
-			}
-			if got := reservationOf(dir, "twice", addr); got == "" || got != owner {
-				t.Errorf("reservation of %s: %q, was %q", addr, got, owner)
+			if links := linkNames(t, other); !slices.Equal(links, []string{"lo"}) {
+				t.Errorf("links left in the other netns: %v", links)
 			}
 
 			third := privtest.NewNS(t)

@@ -3,7 +3,10 @@ package plugintest
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/nftcni/nftcni/nft"
 )
 
 // RepeatedAdds checks that a repeated ADD never takes a live attachment's
@@ -13,7 +16,8 @@ import (
 // host-local store:
 //
 //  1. ADD of container "live" (conf(dir, 0)): the live attachment;
-//  2. the repeat (conf(dir, 1)): it must fail with an error object, leave
+//  2. the repeat (conf(dir, 1); in the same netns also once asking for
+//     another address of the subnet): it must fail with an error object, leave
 //     a new namespace with only lo, and leave the live container's eth0
 //     with its address and its host-local reservation file in place;
 //  3. ADD of another container asking for the live address through
@@ -31,7 +35,8 @@ func RepeatedAdds(t *testing.T, world func(t *testing.T) *Host, conf func(dir st
 	for _, tc := range []struct {
 		name      string
 		sameNetns bool
-	}{{"same netns", true}, {"container ID reused", false}} {
+		request   bool // the repeat asks for another address (CNI_ARGS IP)
+	}{{"same netns", true, false}, {"same netns, another address requested", true, true}, {"container ID reused", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := HostLocalStore(t)
 			h := world(t)
@@ -51,7 +56,18 @@ func RepeatedAdds(t *testing.T, world func(t *testing.T) *Host, conf func(dir st
 			if keep != nil {
 				kept = keep(t, h)
 			}
-			e := h.Fail(Cmd("ADD", again, "live", conf(dir, 1)))
+			c := Cmd("ADD", again, "live", conf(dir, 1))
+			if tc.request {
+				// A requested address passes host-local's duplicate
+				// guard: only refusing before IPAM keeps the live
+				// reservation (a release is by container ID).
+				req := ip
+				for range 100 {
+					req = req.Next()
+				}
+				c.Args = "IgnoreUnknown=1;IP=" + req.String()
+			}
+			e := h.Fail(c)
 			t.Logf("repeated ADD: code %d: %s", e.Code, e.Msg)
 			if !slices.Contains(AddrStrings(t, lh, "eth0", 0), addr) {
 				t.Errorf("the live container lost %s: eth0 has %v", addr, AddrStrings(t, lh, "eth0", 0))
@@ -67,10 +83,10 @@ func RepeatedAdds(t *testing.T, world func(t *testing.T) *Host, conf func(dir st
 			}
 
 			third, _ := NewCtr(t, NoDAD)
-			c := Cmd("ADD", third, "third", conf(dir, 2))
-			c.Args = "IP=" + ip.String()
-			if o := h.Exec(c); o.Status == 0 {
-				t.Errorf("a third container was given the live address %s: %s", ip, o.Stdout)
+			c = Cmd("ADD", third, "third", conf(dir, 2))
+			c.Args = "IgnoreUnknown=1;IP=" + ip.String()
+			if o := h.Exec(c); o.Status == 0 || !strings.Contains(o.Stdout, "is not available") {
+				t.Errorf("a third container asking for the live address %s was not refused by IPAM: %s", ip, o.Stdout)
 			}
 
 			fourth, _ := NewCtr(t, NoDAD)
@@ -78,5 +94,22 @@ func RepeatedAdds(t *testing.T, world func(t *testing.T) *Host, conf func(dir st
 				t.Errorf("the next allocation got %+v, the live address is %s", r4.IPs, addr)
 			}
 		})
+	}
+}
+
+// KeepsNFT is a keep for RepeatedAdds: it counts the nftables objects the
+// live attachment (network testnet, container "live", eth0) owns, which
+// must not be none, and checks after the repeat that the count is the
+// same.
+func KeepsNFT(t *testing.T, h *Host) func(t *testing.T) {
+	own := nft.Owner{Network: "testnet", ContainerID: "live", IfName: "eth0"}
+	n := NFTOwned(t, h.NS, own)
+	if n == 0 {
+		t.Fatal("the live attachment owns no nftables state")
+	}
+	return func(t *testing.T) {
+		if got := NFTOwned(t, h.NS, own); got != n {
+			t.Errorf("the live attachment owns %d nftables objects, had %d", got, n)
+		}
 	}
 }

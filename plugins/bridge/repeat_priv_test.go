@@ -6,7 +6,6 @@ import (
 
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
 )
 
 // TestRepeatedAdd: a repeated ADD of a live attachment (same netns, or the
@@ -17,22 +16,7 @@ func TestRepeatedAdd(t *testing.T) {
 	t.Parallel()
 	plugintest.RepeatedAdds(t, newHost, func(dir string, _ int) string {
 		return conf("1.0.0", `,"isGateway":true,"macspoofchk":true,"ipMasq":true`+plugintest.HostLocal(dir, "10.70.0.0/24"))
-	}, keepsNFT)
-}
-
-// keepsNFT records how many nftables objects the live attachment owns and
-// returns a check that the number did not change.
-func keepsNFT(t *testing.T, h *plugintest.Host) func(t *testing.T) {
-	own := nft.Owner{Network: "testnet", ContainerID: "live", IfName: "eth0"}
-	n := plugintest.NFTOwned(t, h.NS, own)
-	if n == 0 {
-		t.Fatal("the live attachment owns no nftables state")
-	}
-	return func(t *testing.T) {
-		if got := plugintest.NFTOwned(t, h.NS, own); got != n {
-			t.Errorf("the live attachment owns %d nftables objects, had %d", got, n)
-		}
-	}
+	}, plugintest.KeepsNFT)
 }
 
 // TestFailedAddRemovesNewBridge: a bridge the failing ADD created, and

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/nft"
 )
 
 // TestRepeatedAdd: ptp asks IPAM before it makes the veth, so a repeated
@@ -15,16 +14,5 @@ func TestRepeatedAdd(t *testing.T) {
 	t.Parallel()
 	plugintest.RepeatedAdds(t, newHost, func(dir string, _ int) string {
 		return conf("1.0.0", `,"ipMasq":true`+plugintest.HostLocal(dir, "10.71.0.0/24"))
-	}, func(t *testing.T, h *plugintest.Host) func(t *testing.T) {
-		own := nft.Owner{Network: "testnet", ContainerID: "live", IfName: "eth0"}
-		n := plugintest.NFTOwned(t, h.NS, own)
-		if n == 0 {
-			t.Fatal("the live attachment owns no nftables state")
-		}
-		return func(t *testing.T) {
-			if got := plugintest.NFTOwned(t, h.NS, own); got != n {
-				t.Errorf("the live attachment owns %d nftables objects, had %d", got, n)
-			}
-		}
-	})
+	}, plugintest.KeepsNFT)
 }
