@@ -155,10 +155,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// addL3 is the layer-3 part of ADD (contract §1.2 step 9) once IPAM
-// answered ir: addresses, routes, gateway addresses on the bridge,
-// forwarding, masquerade (started in the background, joined by
-// vethplugin.Add.End).
+// addL3 is the layer-3 part of ADD once IPAM answered ir: addresses,
+// routes, gateway addresses on the bridge, forwarding, masquerade
+// (started in the background, joined by vethplugin.Add.End).
 func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
 	br netlinkx.Link, ir, result *cni.Result, rollback *vethplugin.Rollback) error {
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
