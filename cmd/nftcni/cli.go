@@ -22,6 +22,7 @@ commands:
 
 runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible):
   add    <network> <netns>   attach the network to the namespace, print the result
+                             (on failure the chain's DEL cleans up; -keep skips it)
   check  <network> <netns>   CHECK the attachment against its cached result
   del    <network> <netns>   detach (works when the namespace is already gone)
   gc     <network> [<netns>] delete cached attachments whose namespace is gone, then GC
@@ -55,7 +56,7 @@ func cli(args []string) int {
 	case "install":
 		err = install(args[1:])
 	case "add":
-		err = cmdAdd(args[1:], os.Stdout)
+		err = cmdAdd(args[1:], os.Stdout, os.Stderr)
 	case "check":
 		err = cmdCheck(args[1:])
 	case "del":

@@ -177,12 +177,17 @@ type attachArgs struct {
 	rt   *cniruntime.RuntimeConf
 }
 
-func parseAttach(cmd string, args []string, needNetns bool) (*attachArgs, error) {
+// parseAttach parses the arguments of cmd; extra, when given, adds the
+// command's own flags (usage names them in the synopsis).
+func parseAttach(cmd string, args []string, needNetns bool, extra func(*flag.FlagSet), usage string) (*attachArgs, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	common := addCommonFlags(fs)
 	cid := fs.String("container-id", "", "container ID (default: derived from the netns path, as cnitool does)")
+	if extra != nil {
+		extra(fs)
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID] <network> <netns>\n", cmd)
+		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID]%s <network> <netns>\n", cmd, usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -228,13 +233,39 @@ func parseAttach(cmd string, args []string, needNetns bool) (*attachArgs, error)
 // printed the usage.
 var errUsage = errors.New("usage")
 
-func cmdAdd(args []string, stdout io.Writer) error {
-	a, err := parseAttach("add", args, true)
+// cmdAdd runs ADD of the network's chain. When it fails, the chain's DEL
+// runs, as containerd and CRI-O do, so that what the plugins before the
+// failing one created (and whatever the failing one left) is removed; it
+// says so on stderr. Two cases keep everything: -keep (to look at a
+// failure), and an attachment that existed before this ADD (its result is
+// cached: the ADD was a repeat, and DEL would remove the live attachment
+// it collided with).
+func cmdAdd(args []string, stdout, stderr io.Writer) error {
+	var keep bool
+	a, err := parseAttach("add", args, true, func(fs *flag.FlagSet) {
+		fs.BoolVar(&keep, "keep", false, "on failure, do not run the chain's DEL: leave what the plugins created")
+	}, " [-keep]")
 	if err != nil {
 		return err
 	}
-	res, err := a.env.runtime.AddNetworkList(context.Background(), a.list, a.rt)
+	ctx := context.Background()
+	cached, _, cerr := a.env.runtime.GetNetworkListCachedConfig(a.list, a.rt)
+	existed := cached != nil || cerr != nil
+	res, err := a.env.runtime.AddNetworkList(ctx, a.list, a.rt)
 	if err != nil {
+		what := fmt.Sprintf("network %q, container %s, interface %s", a.list.Name, a.rt.ContainerID, a.rt.IfName)
+		switch {
+		case keep:
+			fmt.Fprintf(stderr, "nftcni: add failed; -keep given: not running DEL, what the plugins created stays (%s)\n", what)
+		case existed:
+			fmt.Fprintf(stderr, "nftcni: add failed; not running DEL: %s was already attached (its result is cached) and DEL would detach it\n", what)
+		default:
+			if derr := a.env.runtime.DelNetworkList(ctx, a.list, a.rt); derr != nil {
+				fmt.Fprintf(stderr, "nftcni: add failed; ran DEL to clean up (%s), which failed too: %v\n", what, derr)
+			} else {
+				fmt.Fprintf(stderr, "nftcni: add failed; ran DEL to clean up (%s)\n", what)
+			}
+		}
 		return err
 	}
 	out, err := cni.Encode(res, res.CNIVersion)
@@ -246,7 +277,7 @@ func cmdAdd(args []string, stdout io.Writer) error {
 }
 
 func cmdCheck(args []string) error {
-	a, err := parseAttach("check", args, true)
+	a, err := parseAttach("check", args, true, nil, "")
 	if err != nil {
 		return err
 	}
@@ -254,7 +285,7 @@ func cmdCheck(args []string) error {
 }
 
 func cmdDel(args []string) error {
-	a, err := parseAttach("del", args, false)
+	a, err := parseAttach("del", args, false, nil, "")
 	if err != nil {
 		return err
 	}

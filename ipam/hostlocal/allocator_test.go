@@ -207,11 +207,11 @@ func TestRollback(t *testing.T) {
 	is.Equal(len(reservations(t, dir)), 4)
 }
 
-// TestRollbackReleasesEverythingOfThePair pins the edge of that
-// rollback: the
-// release is by owner, so pre-existing reservations of the same pair go too,
-// and a second release pass (two sets done) also drops legacy files.
-func TestRollbackReleasesEverythingOfThePair(t *testing.T) {
+// TestRollbackReleasesOnlyItsOwn: the rollback releases the addresses the
+// failing ADD reserved, and no other reservation of the same pair — not
+// one outside every set, not a legacy file of the bare ID (the reference
+// releases them all).
+func TestRollbackReleasesOnlyItsOwn(t *testing.T) {
 	is := is.New(t)
 	dir := t.TempDir()
 	stdin := netconf(t, dir, "", `"ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"10.3.0.0/24"}],[{"subnet":"2001:db8::/126"}]]`)
@@ -221,7 +221,23 @@ func TestRollbackReleasesEverythingOfThePair(t *testing.T) {
 	writeFile(t, filepath.Join(netDir(dir), "2001:db8::3"), "other\r\neth1", 0o600)
 	_, err := doAdd(stdin, "c3")
 	is.Equal(errText(err), "failed to allocate for range 2: no IP addresses available in range set: 2001:db8::1-2001:db8::3")
-	is.Equal(sortedKeys(reservations(t, dir)), []string{"2001:db8::2", "2001:db8::3"})
+	is.Equal(sortedKeys(reservations(t, dir)), []string{"10.9.0.5", "10.9.0.6", "2001:db8::2", "2001:db8::3"})
+}
+
+// TestRepeatedAddKeepsLiveReservations: a repeated ADD of a live pair that
+// requests an address of set 0 gets it, then set 1's duplicate guard
+// refuses; the rollback releases the requested address only, and the live
+// pair keeps both of its own (the reference released them).
+func TestRepeatedAddKeepsLiveReservations(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	stdin := netconf(t, dir, "", `"ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"2001:db8::/120"}]]`)
+	r, err := doAdd(stdin, "c1")
+	is.NoErr(err)
+	is.Equal(addrs(r), []string{"10.1.2.2/24", "2001:db8::2/120"})
+	_, err = cmdAdd(context.Background(), cmd(stdin, "c1", "eth0", "IP=10.1.2.9"))
+	is.Equal(errText(err), "failed to allocate for range 1: 2001:db8::2 has been allocated to c1, duplicate allocation is not allowed")
+	is.Equal(sortedKeys(reservations(t, dir)), []string{"10.1.2.2", "2001:db8::2"})
 }
 
 func TestRequestedLeftoverRollsBack(t *testing.T) {

@@ -48,14 +48,15 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	}
 	defer st.Close()
 
-	// rollback releases everything (id, ifname) owns, once per set that
-	// succeeded, like the reference (which repeats its release per
-	// allocator, so a second pass also drops legacy files of the bare ID).
-	// Nothing is released when the first set fails.
-	done := 0
+	// rollback releases the addresses this ADD reserved, and only those:
+	// (id, ifname) may hold others from before (a repeated ADD refused by
+	// the duplicate guard of a later set, after an earlier set handed out
+	// a requested address), and those belong to a live attachment. The
+	// reference releases everything of (id, ifname) here.
+	var reserved []netip.Addr
 	rollback := func() {
-		for range done {
-			_ = st.withLock(func() error { return st.releaseByID(a.ContainerID, a.IfName) })
+		if len(reserved) > 0 {
+			_ = st.withLock(func() error { return st.releaseAddrs(a.ContainerID, a.IfName, reserved) })
 		}
 	}
 	pending := append([]netip.Addr(nil), conf.Requested...)
@@ -75,7 +76,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 			rollback()
 			return nil, fmt.Errorf("failed to allocate for range %d: %w", idx, err)
 		}
-		done++
+		reserved = append(reserved, ipc.Address.Addr())
 		res.IPs = append(res.IPs, ipc)
 	}
 	if len(pending) > 0 {

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -387,6 +388,23 @@ func (s *store) releaseByID(id, ifname string) error {
 			if o.err == nil && o.content == legacy {
 				_ = s.remove(l, o.name)
 			}
+		}
+	}
+	return nil
+}
+
+// releaseAddrs removes the reservations of addrs held by (id, ifname), and
+// nothing else: the rollback of an ADD that reserved them. Per-file errors
+// are swallowed, as in releaseByID. Call under the lock.
+func (s *store) releaseAddrs(id, ifname string, addrs []netip.Addr) error {
+	l, err := s.scan()
+	if err != nil {
+		return err
+	}
+	pair, _ := keys(id, ifname)
+	for _, o := range s.mayOwn(l, id, ifname) {
+		if o.err == nil && o.content == pair && slices.Contains(addrs, o.addr) {
+			_ = s.remove(l, o.name)
 		}
 	}
 	return nil

@@ -71,20 +71,20 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	defer add.End(&err) // a failed ADD is rolled back
 	ctrNS, hc := add.CtrNS, add.HC
 
-	// The veth before the bridge: a CNI_IFNAME already taken in the
-	// container fails here, before a bridge exists (the reference creates
-	// the bridge first and leaves it behind).
+	br, brIface, created, err := ensureBridge(hh, conf)
+	if created {
+		add.Push("bridge", func() error { return removeUnusedBridge(hh, conf.BrName) })
+	}
+	if err != nil {
+		return nil, err
+	}
+
 	hostVeth, contIface, err := setupVeth(hh, hc, add.HostNS, a.IfName, conf.MTU, mac)
 	if err != nil {
 		return nil, err
 	}
 	contIface.Sandbox = a.Netns
 	add.LinkCreated(hc, a.IfName)
-
-	br, brIface, err := ensureBridge(hh, conf)
-	if err != nil {
-		return nil, err
-	}
 	if err := setupPort(hh, conf.BrName, hostVeth, conf.HairpinMode, conf.PortIsolation, conf.Vlan, conf.vlans, conf.PreserveDefaultVlan); err != nil {
 		return nil, err
 	}
@@ -99,6 +99,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	own := vethplugin.Owner(conf.Name, a)
 
+	// IPAM before the MAC spoof check (the reference asks it after): a
+	// reused container ID with the same interface name is refused by IPAM
+	// before anything tagged with that attachment's owner is replaced, so
+	// the rollback never removes a live attachment's filter.
+	var ir *cni.Result
+	if conf.isL3() {
+		if ir, err = add.DelegateAdd(ctx, conf.IPAM.Type); err != nil {
+			return nil, err
+		}
+	}
+
 	if conf.MacSpoofChk {
 		contMAC, _ := net.ParseMAC(contIface.Mac)
 		add.Push("spoof-check", func() error { return macspoof.Teardown(nil, own) })
@@ -108,7 +119,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	if conf.isL3() {
-		if err := addL3(ctx, a, conf, hh, hc, ctrNS, br, result, &add.Rollback); err != nil {
+		if err := addL3(a, conf, hh, hc, ctrNS, br, ir, result, &add.Rollback); err != nil {
 			return nil, err
 		}
 	} else if !conf.DisableContainerInterface {
@@ -146,16 +157,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	return result, nil
 }
 
-// addL3 is the IPAM part of ADD: addresses, routes,
-// gateway addresses on the bridge, forwarding, masquerade (started in the
-// background, joined by vethplugin.Add.End). The IPAM
-// release is registered with rollback before IPAM is asked.
-func addL3(ctx context.Context, a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
-	br netlinkx.Link, result *cni.Result, rollback *vethplugin.Rollback) error {
-	ir, err := rollback.DelegateAdd(ctx, conf.IPAM.Type)
-	if err != nil {
-		return err
-	}
+// addL3 is the layer-3 part of ADD once IPAM answered ir: addresses,
+// routes, gateway addresses on the bridge, forwarding, masquerade
+// (started in the background, joined by vethplugin.Add.End).
+func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
+	br netlinkx.Link, ir, result *cni.Result, rollback *vethplugin.Rollback) error {
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
 	if conf.IPMasq {
 		rollback.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs)
@@ -267,34 +273,65 @@ func bridgeByName(hh *netlinkx.Handle, name string) (netlinkx.Link, error) {
 
 // ensureBridge creates the bridge unless it exists.
 // An existing bridge's MTU and VLAN filtering are left alone; promiscuous
-// mode is only ever turned on.
-func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (netlinkx.Link, *cni.Interface, error) {
+// mode is only ever turned on. created reports that this call made the
+// bridge, also when it fails afterwards, so that a failed ADD can remove
+// it (removeUnusedBridge).
+func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *cni.Interface, created bool, err error) {
 	name := conf.BrName
 	wrap := func(err error) error { return fmt.Errorf("failed to create bridge %q: %w", name, err) }
 	mtu := max(conf.MTU, 0)
 	if name == "" {
 		// The kernel would pick a name of its own ("bridge0").
-		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, unix.EINVAL))
+		return netlinkx.Link{}, nil, false, wrap(fmt.Errorf("could not add %q: %w", name, unix.EINVAL))
 	}
-	err := hh.AddBridge(netlinkx.BridgeSpec{Name: name, MTU: mtu, VlanFiltering: conf.vlanFiltering()})
+	err = hh.AddBridge(netlinkx.BridgeSpec{Name: name, MTU: mtu, VlanFiltering: conf.vlanFiltering()})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not add %q: %w", name, vethplugin.Unwrap(err)))
+		return netlinkx.Link{}, nil, false, wrap(fmt.Errorf("could not add %q: %w", name, vethplugin.Unwrap(err)))
 	}
+	created = err == nil
 	if conf.PromiscMode {
 		if err := hh.SetPromisc(name, true); err != nil {
-			return netlinkx.Link{}, nil, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, vethplugin.Unwrap(err)))
+			return netlinkx.Link{}, nil, created, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, vethplugin.Unwrap(err)))
 		}
 	}
-	br, err := bridgeByName(hh, name)
+	br, err = bridgeByName(hh, name)
 	if err != nil {
-		return br, nil, wrap(err)
+		return br, nil, created, wrap(err)
 	}
 	// We own the routes of this interface.
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	if err := hh.SetUp(name); err != nil {
-		return br, nil, wrap(vethplugin.Unwrap(err))
+		return br, nil, created, wrap(vethplugin.Unwrap(err))
 	}
-	return br, &cni.Interface{Name: br.Name, Mac: br.MAC.String()}, nil
+	return br, &cni.Interface{Name: br.Name, Mac: br.MAC.String()}, created, nil
+}
+
+// removeUnusedBridge deletes the bridge name, made by a failed ADD, unless
+// it has ports by now: another ADD that found it in the meantime keeps it
+// (one that has not enslaved its port yet fails to and reports that). The
+// ADD's own port is already gone: its veth was deleted before (rollback
+// runs last first). A bridge already gone is fine.
+func removeUnusedBridge(hh *netlinkx.Handle, name string) error {
+	br, err := hh.LinkByName(name)
+	if errors.Is(err, netlinkx.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	links, err := hh.Links()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.MasterIndex == br.Index {
+			return nil
+		}
+	}
+	if err := hh.DeleteLink(name); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
+		return fmt.Errorf("removing bridge %q created by this ADD: %w", name, err)
+	}
+	return nil
 }
 
 // setupVeth creates the pair from inside the container's namespace with

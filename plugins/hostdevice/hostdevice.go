@@ -107,10 +107,17 @@ func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetC
 	if err != nil {
 		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, vethplugin.Unwrap(err))
 	}
+	// A state file from before this ADD belongs to a live attachment of
+	// the same container ID and interface name (a repeated ADD): the
+	// rollback puts it back instead of removing it.
+	restore, err := keepState(state)
+	if err != nil {
+		return "", err
+	}
 	if err := writeState(state, saved); err != nil {
 		return "", err
 	}
-	add.Push("device state", func() error { return removeState(state) })
+	add.Push("device state", restore)
 	m := move{
 		from: add.HostNS, to: add.CtrNS, hFrom: hh, hTo: add.HC,
 		name: dev.Name, newName: a.IfName, alias: dev.Name, oldAlias: dev.Alias,

@@ -108,6 +108,25 @@ func readState(path string) (s savedDevice, ok bool, err error) {
 	return s, true, nil
 }
 
+// keepState reads the state file at path as it is before an ADD writes
+// it, and returns how to undo that write: the old bytes back, verbatim,
+// or the file removed when there was none.
+func keepState(path string) (restore func() error, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() error { return removeState(path) }, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading device state: %w", err)
+	}
+	return func() error {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return fmt.Errorf("restoring device state: %w", err)
+		}
+		return nil
+	}, nil
+}
+
 // removeState deletes the state file; already gone is fine.
 func removeState(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -110,8 +110,22 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	defer hh.Close()
 
-	// IPAM before the veth, as in the reference; released also when IPAM
-	// ADD itself fails and when it returned no address.
+	// The container interface before IPAM (the reference asks IPAM
+	// first): a repeated ADD in a live attachment's namespace is then
+	// refused by the kernel (eth0 exists) before anything is reserved. A
+	// reservation made and then released by the rollback would be released
+	// by container ID and interface, which would free the live attachment's
+	// address too, when IPAM handed out a second one (a requested address
+	// passes host-local's duplicate guard).
+	hostVeth, err := hc.CreateVethPair(a.IfName, hostNS, max(conf.MTU, 0), nil)
+	if err != nil {
+		return nil, err
+	}
+	add.LinkCreated(hc, a.IfName)
+
+	// Released when a later step fails (and when it returned no address),
+	// never when IPAM ADD itself failed: that reservation was not made by
+	// this ADD.
 	result, err := add.DelegateAdd(ctx, conf.IPAM.Type)
 	if err != nil {
 		return nil, err
@@ -135,11 +149,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, fmt.Errorf("Could not enable IP forwarding: %w", err)
 	}
 
-	hostVeth, err := hc.CreateVethPair(a.IfName, hostNS, max(conf.MTU, 0), nil)
-	if err != nil {
-		return nil, err
-	}
-	add.LinkCreated(hc, a.IfName)
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
 		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), vethplugin.Unwrap(err))

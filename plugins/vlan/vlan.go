@@ -73,12 +73,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
-	// IPAM is required. The release is registered before IPAM ADD runs, so
-	// it also covers a failing ADD and a result without addresses.
+	// IPAM is required. Its release is registered only once IPAM ADD
+	// succeeded (Rollback.DelegateAdd says why), so it covers a result
+	// without addresses but never a refused reservation.
 	typ := conf.IPAM.Type
-	if typ != "" {
-		add.Push("IPAM", func() error { return cni.DelegateDel(ctx, typ, a) })
-	}
 	result, err := cni.DelegateAdd(ctx, typ, a)
 	if err != nil {
 		// The reference's wording; a CNI error from the delegate keeps
@@ -86,6 +84,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		// 999).
 		return nil, fmt.Errorf("failed to execute IPAM delegate: %w", err)
 	}
+	add.IPAMReserved(ctx, typ)
 	if len(result.IPs) == 0 {
 		return nil, errors.New("IPAM plugin returned missing IP config")
 	}

@@ -177,21 +177,29 @@ func (r *Rollback) LinkCreated(h *netlinkx.Handle, ifName string) {
 	})
 }
 
-// DelegateAdd runs IPAM ADD. The release (IPAM DEL) is registered first,
-// so it also runs when IPAM ADD itself fails (harmless, and what the spec
-// recommends) and when IPAM returned no address, which is an error.
+// DelegateAdd runs IPAM ADD and, once it succeeded, registers the release
+// (IPAM DEL). A failed IPAM ADD is never followed by IPAM DEL: the failure
+// may be IPAM refusing a second reservation for the same container ID and
+// interface ("duplicate allocation"), and a DEL would then release the
+// live attachment's address, which IPAM keys by exactly that pair (the
+// reference does not call DEL there either). IPAM returning no address is
+// an error after the reservation was made, so it is released.
 func (r *Rollback) DelegateAdd(ctx context.Context, ipamType string) (*cni.Result, error) {
-	if ipamType != "" {
-		r.Push("IPAM", func() error { return cni.DelegateDel(ctx, ipamType, r.a) })
-	}
 	result, err := cni.DelegateAdd(ctx, ipamType, r.a)
 	if err != nil {
 		return nil, err
 	}
+	r.IPAMReserved(ctx, ipamType)
 	if len(result.IPs) == 0 {
 		return nil, errors.New("IPAM plugin returned missing IP config")
 	}
 	return result, nil
+}
+
+// IPAMReserved registers the release (IPAM DEL of ipamType) of what a
+// successful IPAM ADD reserved, for a plugin that runs IPAM ADD itself.
+func (r *Rollback) IPAMReserved(ctx context.Context, ipamType string) {
+	r.Push("IPAM", func() error { return cni.DelegateDel(ctx, ipamType, r.a) })
 }
 
 // StartMasq masquerades traffic from the addresses of ips for own (nft/masq

@@ -1,0 +1,17 @@
+package dummy
+
+import (
+	"testing"
+
+	"github.com/nftcni/nftcni/internal/plugintest"
+)
+
+// TestRepeatedAdd: a repeated ADD of a live attachment fails and leaves
+// the live one its address and host-local reservation (needs dummy: runs
+// in the VM).
+func TestRepeatedAdd(t *testing.T) {
+	t.Parallel()
+	plugintest.RepeatedAdds(t, newHost, func(dir string, _ int) string {
+		return conf("1.0.0", plugintest.HostLocal(dir, "10.72.0.0/24"))
+	}, nil)
+}
