@@ -11,6 +11,9 @@
 #                  documents outside the repository)
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
+#   make reference the reference plugins (containernetworking/plugins $(REFVERSION), all 18
+#                  Linux plugins, static and stripped) into $(REFDIR), default bin/reference:
+#                  for comparisons only (BASELINE_CNI_PATH=bin/reference make bench)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
 #                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m
 
@@ -26,7 +29,15 @@ PKGS     ?= ./...
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
+# The reference plugins, for comparisons (bench, differential tests); never
+# part of the product.
+REFVERSION ?= v1.9.1
+REFDIR     ?= bin/reference
+REFPLUGINS := main/bridge main/dummy main/host-device main/ipvlan main/loopback main/macvlan \
+              main/ptp main/tap main/vlan ipam/dhcp ipam/host-local ipam/static meta/bandwidth \
+              meta/firewall meta/portmap meta/sbr meta/tuning meta/vrf
+
+.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo reference
 
 all: build
 
@@ -82,6 +93,11 @@ clean:
 # plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING tune it.
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
+
+reference:
+	mkdir -p $(REFDIR)
+	CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) $(GO) install -trimpath -ldflags "-s -w" \
+	  $(foreach p,$(REFPLUGINS),github.com/containernetworking/plugins/plugins/$(p)@$(REFVERSION))
 
 # See it work: throwaway namespaces, ADD through the CLI, packets, CHECK, DEL,
 # nothing left behind (needs root).

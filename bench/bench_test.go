@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ import (
 //	BENCH_WORKERS   parallel workers for the throughput run (default 8)
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
 //	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
-//	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins) run with the same chains
+//	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -96,11 +98,31 @@ type impl struct {
 	dir  string
 }
 
+// stats of one chain. The CPU figures are the plugin processes' own (user
+// and system time of the exec'd children, sequential runs only): unlike
+// the latencies they do not include waits (RCU grace periods, locks) and
+// move little with the machine's load.
 type stats struct {
 	addP50, addP90, delP50, delP90 time.Duration
+	addCPU, delCPU                 time.Duration // p50
 	addPerSec, delPerSec           float64
 	addP50M, delP50M               time.Duration
+	addCPUM, delCPUM               time.Duration // p50 with M existing
 	err                            error
+}
+
+// wanted reports whether BENCH_CHAINS selects chain name.
+func wanted(name string) bool {
+	sel := os.Getenv("BENCH_CHAINS")
+	if sel == "" {
+		return true
+	}
+	for _, w := range strings.Split(sel, ",") {
+		if w = strings.TrimSpace(w); w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestBench(t *testing.T) {
@@ -131,6 +153,9 @@ func TestBench(t *testing.T) {
 
 	results := map[string]map[string]stats{}
 	for _, c := range chains {
+		if !wanted(c.name) {
+			continue
+		}
 		for _, im := range impls {
 			if missing := missingPlugins(im.dir, c.needs); missing != "" {
 				fmt.Printf("%-26s %-9s skipped: %s not in %s\n", c.name, im.name, missing, im.dir)
@@ -160,10 +185,22 @@ func TestBench(t *testing.T) {
 				s.addPerSec, s.delPerSec, ms(s.addP50M), ms(s.delP50M))
 		}
 	}
+	fmt.Printf("\nCPU of the plugin processes (p50 of the sequential runs):\n%-26s %-9s %9s %9s %12s %12s\n", "chain", "impl", "ADD", "DEL",
+		fmt.Sprintf("ADD@%d", existing), fmt.Sprintf("DEL@%d", existing))
+	for _, c := range chains {
+		for _, im := range impls {
+			if s, ok := results[c.name][im.name]; ok && s.err == nil {
+				fmt.Printf("%-26s %-9s %9s %9s %12s %12s\n", c.name, im.name, ms(s.addCPU), ms(s.delCPU), ms(s.addCPUM), ms(s.delCPUM))
+			}
+		}
+	}
 	fmt.Println()
 	lo, ok := results["loopback"]["nftcni"]
 	for _, c := range chains[1:] {
 		s, ok2 := results[c.name]["nftcni"]
+		if ok2 && s.err == nil {
+			fmt.Printf("%s: CPU growth with %d existing: ADD +%s, DEL +%s\n", c.name, existing, ms(s.addCPUM-s.addCPU), ms(s.delCPUM-s.delCPU))
+		}
 		if ok && ok2 && s.err == nil && lo.err == nil {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
 				c.name, ratio(s.addP50, lo.addP50), ratio(s.delP50, lo.delP50), existing, ratio(s.addP50M, s.addP50))
@@ -179,7 +216,9 @@ func TestBench(t *testing.T) {
 		n, ok1 := results[c.name]["nftcni"]
 		b, ok2 := results[c.name]["baseline"]
 		if ok1 && ok2 && n.err == nil && b.err == nil {
-			fmt.Printf("%s nftcni/baseline: ADD p50 %.2fx, DEL p50 %.2fx, ADD/s %.2fx\n", c.name, ratio(n.addP50, b.addP50), ratio(n.delP50, b.delP50), n.addPerSec/b.addPerSec)
+			fmt.Printf("%s nftcni/baseline: ADD p50 %.2fx, DEL p50 %.2fx, ADD/s %.2fx, DEL/s %.2fx; CPU: ADD %.2fx, DEL %.2fx\n", c.name,
+				ratio(n.addP50, b.addP50), ratio(n.delP50, b.delP50), n.addPerSec/b.addPerSec, n.delPerSec/b.delPerSec,
+				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
 }
@@ -262,17 +301,18 @@ func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s st
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}
 
 	// Warm up: page cache, bridge creation, nft tables.
-	if _, _, err := w.sequential(5); err != nil {
+	if _, err := w.sequential(5); err != nil {
 		s.err = fmt.Errorf("warm-up: %w", err)
 		return s
 	}
-	adds, dels, err := w.sequential(iter)
+	seq, err := w.sequential(iter)
 	if err != nil {
 		s.err = err
 		return s
 	}
-	s.addP50, s.addP90 = pct(adds, 50), pct(adds, 90)
-	s.delP50, s.delP90 = pct(dels, 50), pct(dels, 90)
+	s.addP50, s.addP90 = pct(seq.adds, 50), pct(seq.adds, 90)
+	s.delP50, s.delP90 = pct(seq.dels, 50), pct(seq.dels, 90)
+	s.addCPU, s.delCPU = pct(seq.addCPU, 50), pct(seq.delCPU, 50)
 
 	if s.addPerSec, s.delPerSec, err = w.parallel(par, workers); err != nil {
 		s.err = err
@@ -285,12 +325,13 @@ func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s st
 		s.err = fmt.Errorf("creating %d existing attachments: %w", existing, err)
 		return s
 	}
-	adds, dels, err = w.sequential(iter)
+	seq, err = w.sequential(iter)
 	if err != nil {
 		s.err = err
 		return s
 	}
-	s.addP50M, s.delP50M = pct(adds, 50), pct(dels, 50)
+	s.addP50M, s.delP50M = pct(seq.adds, 50), pct(seq.dels, 50)
+	s.addCPUM, s.delCPUM = pct(seq.addCPU, 50), pct(seq.delCPU, 50)
 	if err := w.delMany(pre, workers); err != nil {
 		s.err = err
 	}
@@ -298,25 +339,41 @@ func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s st
 	return s
 }
 
-func (w *world) sequential(n int) (adds, dels []time.Duration, err error) {
+// seqRuns are the latencies and CPU times of sequential ADD/DEL pairs.
+type seqRuns struct{ adds, dels, addCPU, delCPU []time.Duration }
+
+// childCPU is the user plus system time of every waited-for child so far.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (w *world) sequential(n int) (r seqRuns, err error) {
 	for i := 0; i < n; i++ {
 		a, err := w.newAttachment()
 		if err != nil {
-			return nil, nil, err
+			return r, err
 		}
+		c0 := childCPU()
 		da, err := w.add(a)
 		if err != nil {
 			w.drop(a)
-			return nil, nil, fmt.Errorf("ADD: %w", err)
+			return r, fmt.Errorf("ADD: %w", err)
 		}
+		c1 := childCPU()
 		dd, err := w.del(a)
+		c2 := childCPU()
 		w.drop(a)
 		if err != nil {
-			return nil, nil, fmt.Errorf("DEL: %w", err)
+			return r, fmt.Errorf("DEL: %w", err)
 		}
-		adds, dels = append(adds, da), append(dels, dd)
+		r.adds, r.dels = append(r.adds, da), append(r.dels, dd)
+		r.addCPU, r.delCPU = append(r.addCPU, c1-c0), append(r.delCPU, c2-c1)
 	}
-	return adds, dels, nil
+	return r, nil
 }
 
 func (w *world) addMany(n, workers int) ([]*attachment, error) {
