@@ -15,16 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
-	"net/http"
-	"net/rpc"
 	"sync"
 	"time"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam/dhcp"
+	"github.com/nftcni/nftcni/ipam/dhcp/gorpc"
 )
 
 // Config is the daemon's configuration (its command line, main.go).
@@ -63,7 +61,7 @@ const handshakeTimeout = 10 * time.Second
 type Daemon struct {
 	cfg    Config
 	store  *store
-	rpc    *rpc.Server
+	rpc    *gorpc.Server
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // lease loops and connections
@@ -98,16 +96,18 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:       cfg,
 		store:     st,
-		rpc:       rpc.NewServer(),
+		rpc:       gorpc.NewServer(),
 		leases:    map[string]*lease{},
 		busy:      map[string]chan struct{}{},
 		listeners: map[net.Listener]bool{},
 		conns:     map[net.Conn]bool{},
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if err := d.rpc.RegisterName(dhcp.Service, &service{d}); err != nil {
-		return nil, err
-	}
+	s := &service{d}
+	d.rpc.Register(dhcp.MethodAllocate, gorpc.Func(s.Allocate))
+	d.rpc.Register(dhcp.MethodRelease, gorpc.Func(s.Release))
+	d.rpc.Register(dhcp.MethodCheck, gorpc.Func(s.Check))
+	d.rpc.Register(dhcp.MethodGC, gorpc.Func(s.GC))
 	for _, r := range st.load(cfg.Logf) {
 		cur, err := leaseFromRecord(r)
 		if err != nil {
@@ -185,42 +185,19 @@ func (d *Daemon) Serve(l net.Listener) error {
 	}
 }
 
-// connected is net/rpc's answer to CONNECT.
-const connected = "200 Connected to Go RPC"
-
 // serveConn does what net/rpc's HTTP handler does — answer
-// "CONNECT /_goRPC_", then speak gob — without an http.Server, so that
-// Close can end every connection.
+// "CONNECT /_goRPC_", then serve the RPC stream — without an http.Server,
+// so that Close can end every connection.
 func (d *Daemon) serveConn(c net.Conn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReader(c)
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		return
-	}
-	switch {
-	case req.Method != http.MethodConnect:
-		io.WriteString(c, "HTTP/1.0 405 Method Not Allowed\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n405 must CONNECT\n")
-		return
-	case req.URL == nil || req.URL.Path != rpc.DefaultRPCPath:
-		io.WriteString(c, "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n404 page not found\n")
-		return
-	}
-	if _, err := io.WriteString(c, "HTTP/1.0 "+connected+"\n\n"); err != nil {
+	if !gorpc.ReadConnect(br, c) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	d.rpc.ServeConn(&bufConn{Conn: c, r: br})
+	d.rpc.ServeConn(br, c, c)
 }
-
-// bufConn reads through the reader that parsed the handshake.
-type bufConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // Close stops serving, ends every connection and every lease's
 // maintenance, and waits for all of it. Leases are not released: they stay
