@@ -22,13 +22,16 @@ import (
 // binary fills it so delegation to itself needs no exec.
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]*Plugin{}
+	registry   map[string]*Plugin // made by the first Register, not at start
 )
 
 // Register makes p callable in-process by delegation.
 func Register(p *Plugin) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
+	if registry == nil {
+		registry = map[string]*Plugin{}
+	}
 	registry[p.Name] = p
 }
 

@@ -31,12 +31,12 @@ import (
 // Plugin is the bandwidth plugin. It has no STATUS of its own; GC
 // collects IFB devices of attachments that no longer exist.
 var Plugin = &cni.Plugin{
-	Name:     "bandwidth",
-	Versions: cni.VersionsFrom("0.3.0"),
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
-	GC:       cmdGC,
+	Name:         "bandwidth",
+	FirstVersion: "0.3.0",
+	Add:          cmdAdd,
+	Del:          cmdDel,
+	Check:        cmdCheck,
+	GC:           cmdGC,
 	Validate: func(stdin []byte) error {
 		_, err := parseConfig(stdin)
 		return err

@@ -20,12 +20,12 @@ import (
 // Plugin is the firewall plugin. It holds no IPAM, so STATUS is the
 // dispatcher's default success and GC has nothing to forward.
 var Plugin = &cni.Plugin{
-	Name:     "firewall",
-	Versions: cni.VersionsFrom("0.4.0"),
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
-	GC:       cmdGC,
+	Name:         "firewall",
+	FirstVersion: "0.4.0",
+	Add:          cmdAdd,
+	Del:          cmdDel,
+	Check:        cmdCheck,
+	GC:           cmdGC,
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin)
 		if err != nil {

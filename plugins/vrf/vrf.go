@@ -31,11 +31,11 @@ import (
 // delegates to nothing, so GC and STATUS are the dispatcher's default
 // success.
 var Plugin = &cni.Plugin{
-	Name:     "vrf",
-	Versions: cni.VersionsFrom("0.3.1"),
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
+	Name:         "vrf",
+	FirstVersion: "0.3.1",
+	Add:          cmdAdd,
+	Del:          cmdDel,
+	Check:        cmdCheck,
 	Validate: func(stdin []byte) error {
 		c, err := loadConf(stdin)
 		if err != nil {

@@ -110,20 +110,31 @@ type netConf struct {
 	} `json:"ipam"`
 }
 
-// optionNames are the names the reference accepts besides decimal codes.
-var optionNames = map[string]uint8{
-	"subnet-mask":             1,
-	"routers":                 3,
-	"host-name":               12,
-	"vendor-class-identifier": 60,
-	"dhcp-client-identifier":  61,
-	"user-class":              77,
+// optionCode is the code of an option name the reference accepts besides
+// decimal codes. (A switch, not a map: a package-level map is built at
+// the start of every exec of the binary, whichever plugin it is.)
+func optionCode(name string) (uint8, bool) {
+	switch name {
+	case "subnet-mask":
+		return 1, true
+	case "routers":
+		return 3, true
+	case "host-name":
+		return 12, true
+	case "vendor-class-identifier":
+		return 60, true
+	case "dhcp-client-identifier":
+		return 61, true
+	case "user-class":
+		return 77, true
+	}
+	return 0, false
 }
 
 // parseOption turns an option name or decimal code into a code, with the
 // reference's error text.
 func parseOption(name string) (uint8, error) {
-	if c, ok := optionNames[name]; ok {
+	if c, ok := optionCode(name); ok {
 		return c, nil
 	}
 	c, err := strconv.ParseUint(name, 10, 8)

@@ -77,24 +77,37 @@ type wireField struct {
 	id   int
 }
 
-// builtin are gob's own composite types, which describe the others; a
-// peer never sends values of them, but gob's decoder would take one.
-var builtin = map[int]*wire{
-	16: {kind: wireStruct, name: "wireType", fields: []wireField{{"ArrayT", 17}, {"SliceT", 19}, {"StructT", 20},
-		{"MapT", 23}, {"GobEncoderT", 24}, {"BinaryMarshalerT", 24}, {"TextMarshalerT", 24}}},
-	17: {kind: wireStruct, name: "arrayType", fields: []wireField{{"CommonType", 18}, {"Elem", tInt}, {"Len", tInt}}},
-	18: {kind: wireStruct, name: "CommonType", fields: []wireField{{"Name", tString}, {"Id", tInt}}},
-	19: {kind: wireStruct, name: "sliceType", fields: []wireField{{"CommonType", 18}, {"Elem", tInt}}},
-	20: {kind: wireStruct, name: "structType", fields: []wireField{{"CommonType", 18}, {"Field", 22}}},
-	21: {kind: wireStruct, name: "fieldType", fields: []wireField{{"Name", tString}, {"Id", tInt}}},
-	22: {kind: wireSlice, name: "[]fieldType", elem: 21},
-	23: {kind: wireStruct, name: "mapType", fields: []wireField{{"CommonType", 18}, {"Key", tInt}, {"Elem", tInt}}},
-	24: {kind: wireStruct, name: "gobEncoderType", fields: []wireField{{"CommonType", 18}}},
+// builtin returns gob's own composite types, which describe the others;
+// a peer never sends values of them, but gob's decoder would take one. (A
+// switch: a package-level map would be built on every exec.)
+func builtin(id int) *wire {
+	switch id {
+	case 16:
+		return &wire{kind: wireStruct, name: "wireType", fields: []wireField{{"ArrayT", 17}, {"SliceT", 19}, {"StructT", 20},
+			{"MapT", 23}, {"GobEncoderT", 24}, {"BinaryMarshalerT", 24}, {"TextMarshalerT", 24}}}
+	case 17:
+		return &wire{kind: wireStruct, name: "arrayType", fields: []wireField{{"CommonType", 18}, {"Elem", tInt}, {"Len", tInt}}}
+	case 18:
+		return &wire{kind: wireStruct, name: "CommonType", fields: []wireField{{"Name", tString}, {"Id", tInt}}}
+	case 19:
+		return &wire{kind: wireStruct, name: "sliceType", fields: []wireField{{"CommonType", 18}, {"Elem", tInt}}}
+	case 20:
+		return &wire{kind: wireStruct, name: "structType", fields: []wireField{{"CommonType", 18}, {"Field", 22}}}
+	case 21:
+		return &wire{kind: wireStruct, name: "fieldType", fields: []wireField{{"Name", tString}, {"Id", tInt}}}
+	case 22:
+		return &wire{kind: wireSlice, name: "[]fieldType", elem: 21}
+	case 23:
+		return &wire{kind: wireStruct, name: "mapType", fields: []wireField{{"CommonType", 18}, {"Key", tInt}, {"Elem", tInt}}}
+	case 24:
+		return &wire{kind: wireStruct, name: "gobEncoderType", fields: []wireField{{"CommonType", 18}}}
+	}
+	return nil
 }
 
 // typ is the definition of id: the stream's, or gob's own.
 func (d *decoder) typ(id int) *wire {
-	if w := builtin[id]; w != nil {
+	if w := builtin(id); w != nil {
 		return w
 	}
 	return d.types[id]
