@@ -324,6 +324,12 @@ func TestAddresses(t *testing.T) {
 			t.Errorf("Addrs(%q, %d) = %v, want %v", tt.link, tt.family, got, tt.want)
 		}
 	}
+	// One AF_UNSPEC dump gives the link's addresses of every family.
+	byIndex, err := h.AddrsByIndex(eth0.Index)
+	must(t, err)
+	if got, want := prefixes(byIndex), []string{"10.1.0.2/24", "2001:db8::2/64"}; !slices.Equal(got, want) {
+		t.Errorf("AddrsByIndex(eth0) = %v, want %v", got, want)
+	}
 	addrs, err := h.Addrs("eth0", unix.AF_INET6)
 	must(t, err)
 	if a := addrs[0]; a.LinkIndex != eth0.Index || a.Flags&unix.IFA_F_NODAD == 0 || a.Tentative() || a.Flags&unix.IFA_F_PERMANENT == 0 {

@@ -66,6 +66,8 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	}
 	var lo netlinkx.Link
 	var addrs []netlinkx.Addr
+	// Three requests, as the reference makes: set up, look up, one dump
+	// of the addresses of every family.
 	err = withLo(a.Netns, func(h *netlinkx.Handle) error {
 		if err := h.SetUp("lo"); err != nil {
 			return err
@@ -73,7 +75,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		if lo, err = h.LinkByName("lo"); err != nil {
 			return err
 		}
-		addrs, err = h.Addrs("lo", 0)
+		addrs, err = h.AddrsByIndex(lo.Index)
 		return err
 	})
 	if err != nil {
