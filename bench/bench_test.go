@@ -160,17 +160,15 @@ func TestBench(t *testing.T) {
 		if !wanted(c.name) {
 			continue
 		}
+		var ims []impl
 		for _, im := range impls {
 			if missing := missingPlugins(im.dir, c.needs); missing != "" {
 				fmt.Printf("%-26s %-9s skipped: %s not in %s\n", c.name, im.name, missing, im.dir)
 				continue
 			}
-			s := run(t, c, im, iter, workers, par, existing)
-			if results[c.name] == nil {
-				results[c.name] = map[string]stats{}
-			}
-			results[c.name][im.name] = s
+			ims = append(ims, im)
 		}
+		results[c.name] = run(t, c, ims, iter, workers, par, existing)
 	}
 	fmt.Printf("\n%-26s %-9s %9s %9s %9s %9s %10s %10s %12s %12s\n", "chain", "impl", "ADD p50", "ADD p90", "DEL p50", "DEL p90",
 		fmt.Sprintf("ADD/s(%d)", workers), fmt.Sprintf("DEL/s(%d)", workers), fmt.Sprintf("ADD p50@%d", existing), fmt.Sprintf("DEL p50@%d", existing))
@@ -294,53 +292,115 @@ func (w *world) del(a *attachment) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s stats) {
+// run measures chain c with every implementation. The sequential phases
+// alternate between them ADD/DEL pair by pair, so that a change of the
+// machine's load in the middle of a run weighs on all of them alike; the
+// throughput runs take turns.
+func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) map[string]stats {
+	out := map[string]stats{}
+	var worlds []*world
+	var live []impl
+	for _, im := range ims {
+		w, err := newWorld(t, c, im)
+		if err == nil {
+			_, err = w.sequential(5) // warm up: page cache, bridge creation, nft tables
+		}
+		if err != nil {
+			out[im.name] = stats{err: fmt.Errorf("warm-up: %w", err)}
+			continue
+		}
+		worlds, live = append(worlds, w), append(live, im)
+	}
+	fail := func(i int, err error) {
+		out[live[i].name] = stats{err: err}
+	}
+	ok := func(i int) bool { return out[live[i].name].err == nil }
+
+	seq, err := sequentialAll(worlds, iter)
+	if err != nil {
+		for i := range worlds {
+			fail(i, err)
+		}
+		return out
+	}
+	st := make([]stats, len(worlds))
+	for i := range worlds {
+		st[i].addP50, st[i].addP90 = pct(seq[i].adds, 50), pct(seq[i].adds, 90)
+		st[i].delP50, st[i].delP90 = pct(seq[i].dels, 50), pct(seq[i].dels, 90)
+		st[i].addCPU, st[i].delCPU = pct(seq[i].addCPU, 50), pct(seq[i].delCPU, 50)
+		if st[i].addPerSec, st[i].delPerSec, err = worlds[i].parallel(par, workers); err != nil {
+			fail(i, err)
+		}
+	}
+
+	// With M existing attachments.
+	pre := make([][]*attachment, len(worlds))
+	for i, w := range worlds {
+		if !ok(i) {
+			continue
+		}
+		if pre[i], err = w.addMany(existing, workers); err != nil {
+			fail(i, fmt.Errorf("creating %d existing attachments: %w", existing, err))
+		}
+	}
+	var busy []*world
+	var idx []int
+	for i, w := range worlds {
+		if ok(i) {
+			busy, idx = append(busy, w), append(idx, i)
+		}
+	}
+	seq, err = sequentialAll(busy, iter)
+	for j, i := range idx {
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		st[i].addP50M, st[i].delP50M = pct(seq[j].adds, 50), pct(seq[j].dels, 50)
+		st[i].addCPUM, st[i].delCPUM = pct(seq[j].addCPU, 50), pct(seq[j].delCPU, 50)
+	}
+	for i, w := range worlds {
+		if pre[i] != nil {
+			if err := w.delMany(pre[i], workers); err != nil && ok(i) {
+				fail(i, err)
+			}
+		}
+		if ok(i) {
+			out[live[i].name] = st[i]
+		}
+		fmt.Printf("%-26s %-9s done\n", c.name, live[i].name)
+	}
+	return out
+}
+
+func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	host := privtest.NewNS(t)
 	dir := t.TempDir()
 	list, err := libcni.ConfListFromBytes([]byte(strings.ReplaceAll(c.conf, "DATADIR", filepath.Join(dir, "ipam"))))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	w := &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
-		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}
+	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
+}
 
-	// Warm up: page cache, bridge creation, nft tables.
-	if _, err := w.sequential(5); err != nil {
-		s.err = fmt.Errorf("warm-up: %w", err)
-		return s
+// sequentialAll runs n ADD/DEL pairs in each world, alternating between
+// the worlds pair by pair.
+func sequentialAll(worlds []*world, n int) ([]seqRuns, error) {
+	out := make([]seqRuns, len(worlds))
+	for range n {
+		for i, w := range worlds {
+			r, err := w.sequential(1)
+			if err != nil {
+				return nil, err
+			}
+			out[i].adds = append(out[i].adds, r.adds...)
+			out[i].dels = append(out[i].dels, r.dels...)
+			out[i].addCPU = append(out[i].addCPU, r.addCPU...)
+			out[i].delCPU = append(out[i].delCPU, r.delCPU...)
+		}
 	}
-	seq, err := w.sequential(iter)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.addP50, s.addP90 = pct(seq.adds, 50), pct(seq.adds, 90)
-	s.delP50, s.delP90 = pct(seq.dels, 50), pct(seq.dels, 90)
-	s.addCPU, s.delCPU = pct(seq.addCPU, 50), pct(seq.delCPU, 50)
-
-	if s.addPerSec, s.delPerSec, err = w.parallel(par, workers); err != nil {
-		s.err = err
-		return s
-	}
-
-	// With M existing attachments.
-	pre, err := w.addMany(existing, workers)
-	if err != nil {
-		s.err = fmt.Errorf("creating %d existing attachments: %w", existing, err)
-		return s
-	}
-	seq, err = w.sequential(iter)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.addP50M, s.delP50M = pct(seq.adds, 50), pct(seq.dels, 50)
-	s.addCPUM, s.delCPUM = pct(seq.addCPU, 50), pct(seq.delCPU, 50)
-	if err := w.delMany(pre, workers); err != nil {
-		s.err = err
-	}
-	fmt.Printf("%-26s %-9s done\n", c.name, im.name)
-	return s
+	return out, nil
 }
 
 // seqRuns are the latencies and CPU times of sequential ADD/DEL pairs.
