@@ -179,7 +179,7 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 
 // GC removes, in ns, everything of network not owned by one of valid.
 func (t *TaggedTable) GC(ns *netns.NS, network string, valid []Owner, what string) error {
-	return t.remove(ns, func(comment string) bool { return Stale(comment, network, valid) }, what)
+	return t.remove(ns, StaleFunc(network, valid), what)
 }
 
 func (t *TaggedTable) remove(ns *netns.NS, match func(comment string) bool, what string) error {

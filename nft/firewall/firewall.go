@@ -371,7 +371,7 @@ func Teardown(ns *netns.NS, owner nft.Owner) error {
 
 // GC removes everything of network not owned by one of valid.
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
-	return remove(ns, func(comment string) bool { return nft.Stale(comment, network, valid) },
+	return remove(ns, nft.StaleFunc(network, valid),
 		fmt.Sprintf("collecting stale firewall rules of network %s", network))
 }
 

@@ -548,7 +548,7 @@ func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
 
 // GC removes everything of network that none of valid owns.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	r, err := remove(ns, func(c string) bool { return nft.Stale(c, network, valid) })
+	r, err := remove(ns, nft.StaleFunc(network, valid))
 	if err != nil {
 		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
 	}
