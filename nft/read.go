@@ -18,7 +18,9 @@ type Element struct {
 	Key    []byte
 	KeyEnd []byte
 	// Val is a map element's data (nil in plain sets).
-	Val     []byte
+	Val []byte
+	// Jump is a verdict map element's data: the chain it jumps to.
+	Jump    string
 	Comment string
 }
 
@@ -161,7 +163,7 @@ func decodeElements(b []byte) ([]Element, error) {
 						case nftaSetElemKeyEnd:
 							el.Nested(dataValue(&e.KeyEnd))
 						case unix.NFTA_SET_ELEM_DATA:
-							el.Nested(dataValue(&e.Val))
+							el.Nested(data(&e.Val, &e.Jump))
 						case unix.NFTA_SET_ELEM_USERDATA:
 							e.Comment = comment(el.Bytes())
 						}
@@ -174,6 +176,29 @@ func decodeElements(b []byte) ([]Element, error) {
 		})
 	}
 	return out, ad.Err()
+}
+
+// data reads a map element's nft_data: a value, or a verdict whose chain
+// (a jump's or goto's target) goes to jump.
+func data(val *[]byte, jump *string) func(*netlink.AttributeDecoder) error {
+	return func(ad *netlink.AttributeDecoder) error {
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.NFTA_DATA_VALUE:
+				*val = ad.Bytes()
+			case unix.NFTA_DATA_VERDICT:
+				ad.Nested(func(v *netlink.AttributeDecoder) error {
+					for v.Next() {
+						if v.Type() == unix.NFTA_VERDICT_CHAIN {
+							*jump = v.String()
+						}
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	}
 }
 
 // dataValue reads NFTA_DATA_VALUE out of a nested nft_data attribute.

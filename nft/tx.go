@@ -173,7 +173,8 @@ func (tx *Tx) EnsureRules(ch *nftables.Chain, rules []StaticRule) error {
 // SameElement reports whether a and b have the same key, range end, map
 // data and comment.
 func SameElement(a, b Element) bool {
-	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && bytes.Equal(a.Val, b.Val) && a.Comment == b.Comment
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && bytes.Equal(a.Val, b.Val) && a.Jump == b.Jump &&
+		a.Comment == b.Comment
 }
 
 // ReplaceElements adds to the batch what turns set s, currently holding
@@ -238,21 +239,30 @@ func (c *Conn) RemoveElements(table *nftables.Table, sets []*nftables.Set, match
 		if err != nil || !ok {
 			return err
 		}
-		for _, s := range sets {
-			cur, err := tx.Elements(s)
-			if err != nil {
-				return err
-			}
-			var del []Element
-			for _, e := range cur {
-				if match(e.Comment) {
-					del = append(del, e)
-				}
-			}
-			tx.Batch().DeleteElements(s, del)
-			removed += len(del)
-		}
-		return nil
+		return removeMatching(tx, table, sets, match, &removed)
 	})
 	return removed, err
+}
+
+// removeMatching adds to tx's batch the deletion of every element of sets
+// whose comment satisfies match, reading the sets whole, and adds their
+// number to each of counts.
+func removeMatching(tx *Tx, table *nftables.Table, sets []*nftables.Set, match func(comment string) bool, counts ...*int) error {
+	for _, s := range sets {
+		cur, err := tx.Elements(s)
+		if err != nil {
+			return err
+		}
+		var del []Element
+		for _, e := range cur {
+			if match(e.Comment) {
+				del = append(del, e)
+			}
+		}
+		tx.Batch().DeleteElements(s, del)
+		for _, n := range counts {
+			*n += len(del)
+		}
+	}
+	return nil
 }

@@ -37,6 +37,7 @@ var Update = flag.Bool("update", false, "rewrite golden files")
 type Elem struct {
 	Key, KeyEnd []byte
 	Val         []byte // map data
+	Jump        string // verdict map data: the chain jumped to
 	Comment     string
 }
 
@@ -356,11 +357,22 @@ func elem(e Elem) []byte {
 	if e.Val != nil {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: value(e.Val)})
 	}
+	if e.Jump != "" {
+		verdict := must(netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_VERDICT_CODE, Data: binary.BigEndian.AppendUint32(nil, nftJump)},
+			{Type: unix.NFTA_VERDICT_CHAIN, Data: cstr(e.Jump)},
+		}))
+		data := must(netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT, Data: verdict}}))
+		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: data})
+	}
 	if e.Comment != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: nft.RuleUserData(e.Comment)})
 	}
 	return must(netlink.MarshalAttributes(attrs))
 }
+
+// nftJump is NFT_JUMP (-3) as the kernel encodes a verdict code.
+const nftJump = 0xfffffffd
 
 func value(b []byte) []byte {
 	return must(netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: b}}))
@@ -534,6 +546,12 @@ func Marker(o nft.Owner) Elem {
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
+// MarkerWith is o's marker carrying record (nft.Owner.MarkerWith).
+func MarkerWith(o nft.Owner, record string) Elem {
+	m := o.MarkerWith(record)
+	return Elem{Key: m.Key, Comment: m.Comment}
+}
+
 // OwnersSetNote is the nft command creating the owners set of table
 // ("<family> <name>").
 func OwnersSetNote(table string) string {
@@ -545,6 +563,11 @@ func OwnersSetNote(table string) string {
 // owners set of table ("<family> <name>").
 func CreateMarkerNote(table string, o nft.Owner) string {
 	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
+}
+
+// CreateMarkerWithNote is CreateMarkerNote for a marker carrying record.
+func CreateMarkerWithNote(table string, o nft.Owner, record string) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.MarkerWith(record).Comment + `" }`
 }
 
 func DelMarkerNote(table string, o nft.Owner) string {
