@@ -88,7 +88,7 @@ func existing() nfttest.State {
 				{Key: []byte{10, 1, 0, 7, 10, 1, 0, 0}, Comment: other.Tag()},
 			},
 			"inet nftcni_masq local6": {},
-			"inet nftcni_masq owners":  {nfttest.MarkerWith(sample, "10.1.0.5/24"), nfttest.MarkerWith(other, "10.1.0.7/24")},
+			"inet nftcni_masq owners": {nfttest.MarkerWith(sample, "10.1.0.5/24"), nfttest.MarkerWith(other, "10.1.0.7/24")},
 		},
 	}
 }
