@@ -34,7 +34,8 @@ var staticNotes4 = []string{
 	`nft add table ip nftcni_portmap`,
 	`nft add map ip nftcni_portmap hostip_ports { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }`,
 	`nft add map ip nftcni_portmap ports { type inet_proto . inet_service : ipv4_addr . inet_service; }`,
-	`nft add set ip nftcni_portmap hairpin { type ipv4_addr . ipv4_addr; flags interval; }`,
+	`nft add map ip nftcni_portmap hairpins { type ipv4_addr : verdict; }`,
+	`nft add set ip nftcni_portmap hairpin_local { type ipv4_addr . ipv4_addr; }`,
 	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
 	nfttest.OwnersSetNote(tbl),
 	`nft add chain ip nftcni_portmap conditional`,
@@ -51,10 +52,20 @@ var ruleNotes4 = []string{
 	`nft add rule ip nftcni_portmap hostports dnat ip to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
 	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
-	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+	`nft add rule ip nftcni_portmap postrouting ct status dnat ip daddr vmap @hairpins comment "` + cmtHairpin + `"`,
 	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade comment "` + cmtLocalhost + `"`,
 	`nft add rule ip nftcni_portmap input iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state & (established|related) == 0 ct status & dnat == 0 drop comment "` + cmtGuard + `"`,
 }
+
+// hairpin24Notes create the hairpin chain of /24 containers.
+var hairpin24Notes = []string{
+	`nft add chain ip nftcni_portmap hairpin_24`,
+	`nft add rule ip nftcni_portmap hairpin_24 ip daddr . ip saddr & 255.255.255.0 @hairpin_local masquerade comment "nftcni portmap v2: hairpin from the /24 subnet (ip)"`,
+}
+
+// otherSpec is other's spec in existing: udp 5353 → 10.88.0.7:5353.
+var otherSpec = Spec{Owner: other, Mappings: []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP,
+	Target: netip.MustParseAddrPort("10.88.0.7:5353")}}}
 
 func comments(f *family) map[string][]string {
 	m := map[string][]string{}
@@ -63,6 +74,9 @@ func comments(f *family) map[string][]string {
 		for _, r := range staticRules(f, ch) {
 			m["ip "+TableName+" "+ch.Name] = append(m["ip "+TableName+" "+ch.Name], r.Comment)
 		}
+	}
+	for _, r := range hairpinRules(f, 24) {
+		m["ip "+TableName+" hairpin_24"] = append(m["ip "+TableName+" hairpin_24"], r.Comment)
 	}
 	return m
 }
@@ -78,11 +92,10 @@ func existing() nfttest.State {
 				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
 				{Key: []byte{17, 0, 0, 0, 0x14, 0xe9, 0, 0}, Val: []byte{10, 88, 0, 7, 0x14, 0xe9, 0, 0}, Comment: other.Tag()},
 			},
-			"ip nftcni_portmap hairpin": {
-				{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
-			},
-			"ip nftcni_portmap localhost": {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
-			"ip nftcni_portmap owners":    {nfttest.Marker(sample), nfttest.Marker(other)},
+			"ip nftcni_portmap hairpins":      {{Key: []byte{10, 88, 0, 5}, Jump: "hairpin_24", Comment: sample.Tag()}},
+			"ip nftcni_portmap hairpin_local": {{Key: []byte{10, 88, 0, 5, 10, 88, 0, 0}, Comment: sample.Tag()}},
+			"ip nftcni_portmap localhost":     {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
+			"ip nftcni_portmap owners":        {nfttest.MarkerWith(sample, record(web)), nfttest.MarkerWith(other, record(otherSpec))},
 		},
 	}
 }
@@ -90,11 +103,12 @@ func existing() nfttest.State {
 func TestGoldenSetupFresh(t *testing.T) {
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, []string{
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		nfttest.CreateMarkerNote(tbl, sample),
+		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5"),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
@@ -102,13 +116,28 @@ func TestGoldenSetupFresh(t *testing.T) {
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
-// no element.
+// no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
-	if d := f.Dumps(); len(d) != len(fam4.sets()) {
-		t.Errorf("dumps %q, want one per set (marker present: slow path)", d)
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
 	}
+}
+
+// A marker without a record (from before records) makes a repeated
+// Setup read whole sets, and the marker gets its record.
+func TestSetupAgainWithoutRecord(t *testing.T) {
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
+	f := nfttest.Run(t, &open, st, func() error { return Setup(nil, web) })
+	if d := f.Dumps(); len(d) != len(fam4.sets()) {
+		t.Errorf("dumps %q, want one per set (slow path)", d)
+	}
+	nfttest.Golden(t, "setup_again_record", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		nfttest.DelMarkerNote(tbl, sample),
+		nfttest.CreateMarkerWithNote(tbl, sample, record(web)),
+	}))
 }
 
 // A first Setup of an owner on an existing table (no marker: the fast
@@ -126,15 +155,17 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
-		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.9 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.9 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
-		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
 	// No table for ip6: not even the marker is asked for there.
-	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpin", "get ip nftcni_portmap localhost"}
+	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpins",
+		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost"}
 	if !slices.Equal(f.Reads, want) {
 		t.Errorf("reads %q, want %q", f.Reads, want)
 	}
@@ -150,11 +181,13 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
-		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
-		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -214,6 +247,31 @@ func TestGoldenTeardown(t *testing.T) {
 	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
 		t.Errorf("removed %+v", removed)
 	}
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q, want none (the marker's record: lookups)", d)
+	}
+}
+
+// A marker without a record: Teardown reads whole sets (layout v1's
+// hairpin set too) and the conditional chain.
+func TestGoldenTeardownWithoutRecord(t *testing.T) {
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
+	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
+		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
+	}
+	f := nfttest.Run(t, &open, st, func() error {
+		_, err := Teardown(nil, sample)
+		return err
+	})
+	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
+		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
+		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		nfttest.DelMarkerNote(tbl, sample),
+	})
 }
 
 // GC with only other valid removes sample's elements.
@@ -224,10 +282,40 @@ func TestGoldenGC(t *testing.T) {
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
-		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		nfttest.DelMarkerNote(tbl, sample),
 	})
+}
+
+// The record round-trips through specOf.
+func TestRecord(t *testing.T) {
+	s := Spec{Owner: sample, Mappings: []Mapping{
+		{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")},
+		{HostIP: netip.MustParseAddr("fd00::1"), HostPort: 53, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("[fd00:88::5]:5353")},
+	},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24"), netip.MustParsePrefix("fd00:88::5/64")},
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+	}
+	back, err := specOf(sample, record(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := plan(s)
+	p2, _ := plan(back)
+	for _, f := range fams {
+		for _, set := range f.sets() {
+			if !slices.EqualFunc(p1.elems[set], p2.elems[set], nft.SameElement) {
+				t.Errorf("%s: from the record %v, want %v", set.Name, p2.elems[set], p1.elems[set])
+			}
+		}
+	}
+	withConds := s
+	withConds.Conditions4 = []Condition{{Field: InIface, Name: "eth9"}}
+	if r := record(withConds); r != "" {
+		t.Errorf("record with conditions %q, want none", r)
+	}
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {

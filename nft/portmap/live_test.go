@@ -12,9 +12,9 @@ import (
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
-// The life of two owners through both Setup paths on the running kernel:
+// The life of two owners through the Setup paths on the running kernel:
 // A fresh with both families; A again with IPv4 only and another port
-// (marker present: slow path; the old port and the whole IPv6 state,
+// (marker with a record: lookups; the old port and the whole IPv6 state,
 // marker included, go); B asking for A's port (fast path: the conflict is
 // found by lookup); B taking over A's addresses with its own port (fast
 // path); both torn down, leaving nothing owned, markers included.
@@ -34,14 +34,18 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	expect("A fresh", "ip ports "+ta, "ip hairpin "+ta, "ip owners "+ta, "ip6 ports "+ta, "ip6 hairpin "+ta, "ip6 owners "+ta)
+	recA := "6:8080>10.9.0.5:80 6:8080>[fd00:9::5]:80 h10.9.0.5/24 hfd00:9::5/64"
+	ma := a.MarkerWith(recA).Comment
+	expect("A fresh", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
+		"ip6 ports "+ta, "ip6 hairpins "+ta, "ip6 hairpin_local "+ta, "ip6 owners "+ma)
 
 	specA := Spec{Owner: a, Mappings: []Mapping{tcp(8081, "10.9.0.5:80")},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
 	if err := Setup(ns, specA); err != nil {
 		t.Fatal(err)
 	}
-	expect("A again, IPv4 only", "ip ports "+ta, "ip hairpin "+ta, "ip localhost "+ta, "ip owners "+ta)
+	ma = a.MarkerWith(record(specA)).Comment
+	expect("A again, IPv4 only", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 	if err := Check(ns, specA); err != nil {
 		t.Errorf("Check after A's second Setup: %v", err)
 	}
@@ -51,13 +55,15 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	if !errors.As(err, &ce) || ce.HostPort != 8081 || ce.Holder != ta {
 		t.Fatalf("B asking for A's port: %v", err)
 	}
-	expect("after the conflict", "ip ports "+ta, "ip hairpin "+ta, "ip localhost "+ta, "ip owners "+ta)
+	expect("after the conflict", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 
-	if err := Setup(ns, Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
-		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}); err != nil {
+	specB := Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
+		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
+	if err := Setup(ns, specB); err != nil {
 		t.Fatal(err)
 	}
-	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpin "+tb, "ip localhost "+tb, "ip owners "+ta, "ip owners "+tb)
+	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
+		"ip owners "+ma, "ip owners "+b.MarkerWith(record(specB)).Comment)
 
 	for _, o := range []nft.Owner{a, b} {
 		if _, err := Teardown(ns, o); err != nil {

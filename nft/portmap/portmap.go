@@ -15,9 +15,13 @@
 //			type inet_proto . inet_service : ipv4_addr . inet_service
 //			elements = { tcp . 8080 : 10.1.0.5 . 80 comment "<owner tag>" }
 //		}
-//		set hairpin {
-//			type ipv4_addr . ipv4_addr; flags interval
-//			elements = { 10.1.0.0/24 . 10.1.0.5 comment "<owner tag>" }
+//		map hairpins {
+//			type ipv4_addr : verdict
+//			elements = { 10.1.0.5 : jump hairpin_24 comment "<owner tag>" }
+//		}
+//		set hairpin_local {
+//			type ipv4_addr . ipv4_addr
+//			elements = { 10.1.0.5 . 10.1.0.0 comment "<owner tag>" }
 //		}
 //		set localhost {
 //			type ipv4_addr
@@ -25,7 +29,7 @@
 //		}
 //		set owners {
 //			type ifname
-//			elements = { "<attachment hash>" comment "<owner tag>" }
+//			elements = { "<attachment hash>" comment "<tag hashes> =<the Setup's mappings and addresses>" }
 //		}
 //		chain prerouting {
 //			type nat hook prerouting priority dstnat; policy accept;
@@ -45,8 +49,11 @@
 //		}
 //		chain postrouting {
 //			type nat hook postrouting priority srcnat; policy accept;
-//			ct status dnat ip saddr . ip daddr @hairpin masquerade
+//			ct status dnat ip daddr vmap @hairpins
 //			ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
+//		}
+//		chain hairpin_24 {
+//			ip daddr . ip saddr & 255.255.255.0 @hairpin_local masquerade
 //		}
 //		chain input {
 //			type filter hook input priority filter; policy accept;
@@ -71,7 +78,12 @@
 // conditions may make two claims disjoint.
 //
 // Masquerade: hairpin (a container, or anything in its subnet, reaching a
-// host port that leads back into that subnet) and localhost clients are
+// host port that leads back into that subnet: the destination container
+// jumps to the chain of its prefix length, which masquerades when the
+// source masked to that length is the container's subnet address — one
+// chain per prefix length in use, never removed, and only hash lookups,
+// where layout v1's interval set of (subnet . container) cost every
+// change time in proportion to the set) and localhost clients are
 // masqueraded only for connections we DNATed (`ct status dnat`), and
 // hairpin covers the container's whole subnet as the reference's iptables
 // backend does. The input chain is kube-proxy's guard for CVE-2020-8558:
@@ -89,13 +101,16 @@
 // is one batch for both tables, guarded by the ruleset generation.
 //
 // The owners set holds one marker per owner with state in the table
-// (nft.OwnersSet). A Setup of an owner without one (every first ADD) looks
-// up only its wanted keys — enough to find a held port or an address to
-// take over — instead of reading every map and set, so its cost does not
-// grow with the mappings on the host; see Setup. Known limit: tables
-// written by an nftcni without markers. The first Setup of an owner after
-// the upgrade does not see its own elements with other keys (a re-ADD
-// with changed ports), which stay, still mapped to it, until its DEL or GC.
+// (nft.OwnersSet), recording the Setup's mappings and addresses when they
+// fit in a comment and no condition is set. A Setup of an owner without
+// one (every first ADD) looks up only its wanted keys — enough to find a
+// held port or an address to take over — instead of reading every map and
+// set; a Teardown, or a repeated Setup, looks up the elements the record
+// gives: so their costs do not grow with the mappings on the host; see
+// Setup and Teardown. Without a record, both read whole sets. Known limit:
+// tables written by an nftcni without markers. The first Setup of an owner
+// after the upgrade does not see its own elements with other keys (a
+// re-ADD with changed ports), which stay, still mapped to it, until GC.
 package portmap
 
 import (
@@ -104,6 +119,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
@@ -153,9 +169,11 @@ type family struct {
 	conditional, postrouting     *nftables.Chain
 	input                        *nftables.Chain // nil for ip6
 	hostIPPorts, ports           *nftables.Set
-	hairpin                      *nftables.Set
-	localhost                    *nftables.Set // nil for ip6
-	owners                       *nftables.Set // owner markers, nft.OwnersSet
+	hairpins                     *nftables.Set   // container address : jump hairpin_<prefix length>
+	hairpinLocal                 *nftables.Set   // container address . its subnet address
+	localhost                    *nftables.Set   // nil for ip6
+	owners                       *nftables.Set   // owner markers, nft.OwnersSet
+	legacy                       []*nftables.Set // layout v1's sets, still emptied by DEL and GC
 }
 
 var (
@@ -192,11 +210,15 @@ func newFamily(v6 bool) *family {
 			KeyType:  nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService),
 			DataType: nftables.MustConcatSetType(addr, nftables.TypeInetService),
 		},
-		hairpin: &nftables.Set{
+		hairpins: &nftables.Set{
+			Table: t, Name: "hairpins", IsMap: true, KeyType: addr, DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.BigEndian,
+		},
+		hairpinLocal: &nftables.Set{Table: t, Name: "hairpin_local", KeyType: nftables.MustConcatSetType(addr, addr)},
+		owners:       nft.OwnersSet(t),
+		legacy: []*nftables.Set{{
 			Table: t, Name: "hairpin", Interval: true, Concatenation: true,
 			KeyType: nftables.MustConcatSetType(addr, addr),
-		},
-		owners: nft.OwnersSet(t),
+		}},
 	}
 	if !v6 {
 		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
@@ -206,7 +228,7 @@ func newFamily(v6 bool) *family {
 }
 
 func (f *family) sets() []*nftables.Set {
-	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpin}
+	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpins, f.hairpinLocal}
 	if f.localhost != nil {
 		s = append(s, f.localhost)
 	}
@@ -228,6 +250,143 @@ func famOf(a netip.Addr) *family {
 		return fam4
 	}
 	return fam6
+}
+
+// hairpinChain is family f's hairpin chain for prefix length bits.
+func hairpinChain(f *family, bits int) *nftables.Chain {
+	return &nftables.Chain{Table: f.table, Name: fmt.Sprintf("hairpin_%d", bits)}
+}
+
+// hairpinChains are the hairpin chains the elements in want jump to, each
+// once.
+func hairpinChains(f *family, want []nft.Element) []*nftables.Chain {
+	var out []*nftables.Chain
+	for _, e := range want {
+		if !slices.ContainsFunc(out, func(c *nftables.Chain) bool { return c.Name == e.Jump }) {
+			out = append(out, &nftables.Chain{Table: f.table, Name: e.Jump})
+		}
+	}
+	return out
+}
+
+// chainBits is the prefix length a hairpin chain is named after.
+func chainBits(name string) (int, bool) {
+	n, ok := strings.CutPrefix(name, "hairpin_")
+	if !ok {
+		return 0, false
+	}
+	b, err := strconv.Atoi(n)
+	return b, err == nil
+}
+
+// isPortMap tells the port maps, keyed by host port, from the sets keyed
+// by container address.
+func (f *family) isPortMap(s *nftables.Set) bool { return s == f.hostIPPorts || s == f.ports }
+
+// sameAddress reports whether e, an element of the address set s, is for
+// the same container address as one of want: the address is the whole key
+// of hairpins and localhost and the first half of hairpin_local's.
+func (f *family) sameAddress(s *nftables.Set, e nft.Element, want []nft.Element) bool {
+	addrOf := func(k []byte) []byte {
+		if s == f.hairpinLocal {
+			return k[:len(k)/2]
+		}
+		return k
+	}
+	return slices.ContainsFunc(want, func(w nft.Element) bool { return string(addrOf(e.Key)) == string(addrOf(w.Key)) })
+}
+
+// record is what the owner's marker keeps of s, for Teardown and a
+// repeated Setup to look up its elements: one word per mapping
+// ("<proto>:<host port>><target>[@<host IP>]"), hairpin prefix ("h<prefix>")
+// and localhost address ("l<address>"). Empty when s has conditions (its
+// mappings are rules, which Teardown finds by reading the chain).
+func record(s Spec) string {
+	if len(s.Conditions4) > 0 || len(s.Conditions6) > 0 {
+		return ""
+	}
+	var w []string
+	for _, m := range s.Mappings {
+		r := fmt.Sprintf("%d:%d>%s", m.Proto, m.HostPort, m.Target)
+		if m.HostIP.IsValid() {
+			r += "@" + m.HostIP.String()
+		}
+		w = append(w, r)
+	}
+	for _, p := range s.Hairpin {
+		w = append(w, "h"+p.String())
+	}
+	for _, a := range s.Localhost {
+		w = append(w, "l"+a.String())
+	}
+	return strings.Join(w, " ")
+}
+
+// specOf reads a record back into the Spec of owner it was made from.
+func specOf(owner nft.Owner, rec string) (Spec, error) {
+	s := Spec{Owner: owner}
+	for _, w := range strings.Fields(rec) {
+		switch {
+		case strings.HasPrefix(w, "h"):
+			p, err := netip.ParsePrefix(w[1:])
+			if err != nil {
+				return s, err
+			}
+			s.Hairpin = append(s.Hairpin, p)
+		case strings.HasPrefix(w, "l"):
+			a, err := netip.ParseAddr(w[1:])
+			if err != nil {
+				return s, err
+			}
+			s.Localhost = append(s.Localhost, a)
+		default:
+			head, tgt, ok := strings.Cut(w, ">")
+			if !ok {
+				return s, fmt.Errorf("malformed record word %q", w)
+			}
+			var m Mapping
+			tgt, hostIP, at := strings.Cut(tgt, "@")
+			if at {
+				a, err := netip.ParseAddr(hostIP)
+				if err != nil {
+					return s, err
+				}
+				m.HostIP = a
+			}
+			t, err := netip.ParseAddrPort(tgt)
+			if err != nil {
+				return s, err
+			}
+			m.Target = t
+			proto, port, ok := strings.Cut(head, ":")
+			pr, err1 := strconv.ParseUint(proto, 10, 8)
+			po, err2 := strconv.ParseUint(port, 10, 16)
+			if !ok || err1 != nil || err2 != nil {
+				return s, fmt.Errorf("malformed record word %q", w)
+			}
+			m.Proto, m.HostPort = uint8(pr), uint16(po)
+			s.Mappings = append(s.Mappings, m)
+		}
+	}
+	return s, nil
+}
+
+// recorded is what the record in owner's marker among markers says the
+// owner has, per set (nil: no record, or one that does not read).
+func recorded(owner nft.Owner, markers []nft.Element) map[*nftables.Set][]nft.Element {
+	rec, ok := owner.Record(markers)
+	if !ok {
+		return nil
+	}
+	s, err := specOf(owner, rec)
+	if err != nil {
+		return nil
+	}
+	p, err := plan(s)
+	if err != nil {
+		return nil
+	}
+	return p.elems
 }
 
 // ConflictError says a host port is held by another attachment.
@@ -313,11 +472,8 @@ func plan(s Spec) (*planned, error) {
 		}
 		sub := netip.PrefixFrom(a, bits).Masked()
 		f := famOf(a)
-		p.elems[f.hairpin] = append(p.elems[f.hairpin], nft.Element{
-			Key:     nft.Concat(sub.Addr().AsSlice(), a.AsSlice()),
-			KeyEnd:  nft.Concat(nft.LastAddr(sub).AsSlice(), a.AsSlice()),
-			Comment: tag,
-		})
+		p.elems[f.hairpins] = append(p.elems[f.hairpins], nft.Element{Key: a.AsSlice(), Jump: hairpinChain(f, bits).Name, Comment: tag})
+		p.elems[f.hairpinLocal] = append(p.elems[f.hairpinLocal], nft.Element{Key: nft.Concat(a.AsSlice(), sub.Addr().AsSlice()), Comment: tag})
 	}
 	for _, a := range s.Localhost {
 		a = a.Unmap()
@@ -366,7 +522,7 @@ func Setup(ns *netns.NS, s Spec) error {
 	}
 	defer c.Close()
 	active := p.families()
-	marker := []nft.Element{s.Owner.Marker()}
+	marker := []nft.Element{s.Owner.MarkerWith(record(s))}
 	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
 		return func(tx *nft.Tx) error {
 			*fast = false
@@ -381,21 +537,37 @@ func Setup(ns *netns.NS, s Spec) error {
 					continue // nothing of ours to remove, nothing to add
 				}
 				var markers []nft.Element
+				var prev map[*nftables.Set][]nft.Element // the record's elements: recorded path
 				slow := true
 				if exists {
 					var mine bool
 					if markers, mine, err = tx.OwnerMarker(f.table, s.Owner); err != nil {
 						return err
 					}
-					slow = slowOnly || mine
+					if mine && !slowOnly {
+						prev = recorded(s.Owner, markers)
+					}
+					slow = slowOnly || (mine && prev == nil)
 					*fast = *fast || !slow
-					if !slow && !wanted {
+					if !slow && !mine && !wanted {
 						continue // the owner has nothing here and wants nothing
 					}
 				}
 				if wanted {
 					if err := ensureStatic(tx, f); err != nil {
 						return err
+					}
+					for _, ch := range hairpinChains(f, p.elems[f.hairpins]) {
+						bits, ok := chainBits(ch.Name)
+						if !ok {
+							continue
+						}
+						if err := tx.EnsureChain(ch); err != nil {
+							return err
+						}
+						if err := tx.EnsureRules(ch, hairpinRules(f, bits)); err != nil {
+							return err
+						}
 					}
 				}
 				for _, set := range f.sets() {
@@ -405,19 +577,22 @@ func Setup(ns *netns.NS, s Spec) error {
 					case !exists:
 					case slow:
 						cur, err = tx.Elements(set)
+					case prev != nil:
+						cur, err = tx.Lookup(set, append(slices.Clip(want), prev[set]...))
+						cur = unique(cur)
 					default:
 						cur, err = tx.Lookup(set, want)
 					}
 					if err != nil {
 						return err
 					}
-					if err := conflicts(set, cur, want, s.Owner); err != nil {
+					if err := conflicts(f, set, cur, want, s.Owner); err != nil {
 						return err
 					}
 					drop := func(e nft.Element) bool {
 						// Address sets: the newest attachment of an address wins (a
 						// stale element of a missed DEL must not block it).
-						return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
+						return s.Owner.OwnedBy(e.Comment) || (!f.isPortMap(set) && f.sameAddress(set, e, want))
 					}
 					if exists && !slow {
 						b.ReplaceLookedUp(set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
@@ -484,8 +659,8 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 // conflicts fails when a wanted map key is held by someone else. Sets
 // other than the port maps are keyed by container address, which is
 // taken over like the masquerade sets do (see nft/masq).
-func conflicts(set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
-	if !set.IsMap {
+func conflicts(f *family, set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
+	if !f.isPortMap(set) {
 		return nil
 	}
 	for _, w := range want {
@@ -538,8 +713,15 @@ type Removed struct {
 }
 
 // Teardown removes everything owner has. Nothing to remove writes nothing.
+//
+// Per table: without owner's marker, owner has nothing there (the marker
+// goes with its state) and nothing is read; with a marker recording the
+// owner's last Setup, the elements the record gives are looked up and
+// those still tagged as owner's deleted; with a marker without a record,
+// the maps, sets (layout v1's too) and the conditional chain are read
+// whole.
 func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
-	r, err := remove(ns, owner.OwnedBy)
+	r, err := remove(ns, owner.OwnedBy, &owner)
 	if err != nil {
 		return r, fmt.Errorf("removing port mappings of container %s (%s, network %s): %w", owner.ContainerID, owner.IfName, owner.Network, err)
 	}
@@ -548,14 +730,16 @@ func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
 
 // GC removes everything of network that none of valid owns.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	r, err := remove(ns, nft.StaleFunc(network, valid))
+	r, err := remove(ns, nft.StaleFunc(network, valid), nil)
 	if err != nil {
 		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
 	}
 	return r, nil
 }
 
-func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
+// remove deletes what match selects; for a Teardown, owner is the owner
+// (whose marker may spare reading whole sets).
+func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner) (Removed, error) {
 	c, err := open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -572,10 +756,34 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 			if !ok {
 				continue
 			}
+			var prev map[*nftables.Set][]nft.Element
+			if owner != nil {
+				markers, mine, err := tx.OwnerMarker(f.table, *owner)
+				if err != nil {
+					return err
+				}
+				if !mine {
+					continue // nothing of the owner's here
+				}
+				prev = recorded(*owner, markers)
+			}
 			// The owners set is last: a marker goes with the owner's
 			// other elements (and is not counted in Removed.Elements).
-			for _, set := range append(f.sets(), f.owners) {
-				cur, err := tx.Elements(set)
+			sets := append(slices.Concat(f.sets(), f.legacy), f.owners)
+			if prev != nil {
+				sets = append(f.sets(), f.owners)
+			}
+			for _, set := range sets {
+				var cur []nft.Element
+				switch {
+				case prev == nil:
+					cur, err = tx.Elements(set)
+				case set == f.owners:
+					cur, err = tx.Lookup(set, []nft.Element{owner.Marker()})
+				default:
+					cur, err = tx.Lookup(set, prev[set])
+					cur = unique(cur)
+				}
 				if err != nil {
 					return err
 				}
@@ -585,7 +793,7 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 						continue
 					}
 					del = append(del, e)
-					if set.IsMap {
+					if f.isPortMap(set) {
 						k := e.Key[len(e.Key)-8:]
 						if k[0] == unix.IPPROTO_UDP {
 							p := binary.BigEndian.Uint16(k[4:6])
@@ -602,6 +810,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 					out.Elements += len(del)
 				}
 			}
+			if prev != nil {
+				continue // a record is only written without conditional rules
+			}
 			rules, err := tx.Rules(f.conditional)
 			if err != nil {
 				return err
@@ -616,6 +827,18 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 		return nil
 	})
 	return out, err
+}
+
+// unique drops repeated elements from a lookup's answer (a key both
+// wanted and recorded is looked up twice).
+func unique(els []nft.Element) []nft.Element {
+	var out []nft.Element
+	for _, e := range els {
+		if !slices.ContainsFunc(out, func(o nft.Element) bool { return nft.SameElement(o, e) }) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
@@ -672,7 +895,16 @@ func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
 	k := e.Key
+	if e.Jump != "" {
+		a, _ := netip.AddrFromSlice(k)
+		return a.String() + " : jump " + e.Jump
+	}
 	if !set.IsMap {
+		if len(k) == 8 || len(k) == 32 { // hairpin_local: address . subnet
+			a, _ := netip.AddrFromSlice(k[:len(k)/2])
+			b, _ := netip.AddrFromSlice(k[len(k)/2:])
+			return fmt.Sprintf("%s . %s", a, b)
+		}
 		if set.Interval {
 			a, _ := netip.AddrFromSlice(k[:len(k)/2])
 			b, _ := netip.AddrFromSlice(k[len(k)/2:])

@@ -75,7 +75,7 @@ const (
 	cmtCond      = "nftcni portmap v1: conditional mappings"
 	cmtHostIP    = "nftcni portmap v1: host-IP mappings"
 	cmtAny       = "nftcni portmap v1: mappings"
-	cmtHairpin   = "nftcni portmap v1: hairpin masquerade"
+	cmtHairpin   = "nftcni portmap v2: hairpin masquerade"
 	cmtLocalhost = "nftcni portmap v1: localhost masquerade"
 	cmtGuard     = "nftcni portmap v1: CVE-2020-8558 guard"
 )
@@ -113,12 +113,10 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 		}
 	case f.postrouting:
 		rules := []nft.StaticRule{
-			// ct status dnat ip saddr . ip daddr @hairpin masquerade
+			// ct status dnat ip daddr vmap @hairpins
 			{Comment: cmtHairpin, Exprs: cat(ctStatusDNAT(true), []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff(), Len: f.addrLen()},
-				&expr.Payload{DestRegister: f.afterAddr(), Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
-				&expr.Lookup{SourceRegister: reg1, SetName: f.hairpin.Name},
-				&expr.Masq{},
+				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
+				&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.hairpins.Name},
 			})},
 		}
 		if f.localhost != nil {
@@ -153,6 +151,33 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 		)}}
 	}
 	return nil
+}
+
+// hairpinRules are the rule of the hairpin chain of prefix length bits:
+// masquerade when the source, masked to bits, is the subnet of the
+// destination container (the pair is in hairpin_local).
+func hairpinRules(f *family, bits int) []nft.StaticRule {
+	n := f.addrLen()
+	mask := make([]byte, n)
+	for i := 0; i < bits; i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	after := f.afterAddr()
+	if f.v6 {
+		after = unix.NFT_REG_2
+	}
+	ip := "ip"
+	if f.v6 {
+		ip = "ip6"
+	}
+	// ip daddr . ip saddr & <mask> @hairpin_local masquerade
+	return []nft.StaticRule{{Comment: fmt.Sprintf("nftcni portmap v2: hairpin from the /%d subnet (%s)", bits, ip), Exprs: []expr.Any{
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: n},
+		&expr.Payload{DestRegister: after, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff(), Len: n},
+		&expr.Bitwise{SourceRegister: after, DestRegister: after, Len: n, Mask: mask, Xor: make([]byte, n)},
+		&expr.Lookup{SourceRegister: reg1, SetName: f.hairpinLocal.Name},
+		&expr.Masq{},
+	}}}
 }
 
 // ctStatusDNAT matches connections that were (or were not) destination
