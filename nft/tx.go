@@ -122,6 +122,12 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 		}
 		err = c.sendBatch(msgs, &gen, false)
 		if err == nil {
+			for _, m := range msgs {
+				switch int(m.Header.Type) & 0xff {
+				case unix.NFT_MSG_DELSETELEM, unix.NFT_MSG_DELRULE:
+					c.released = true
+				}
+			}
 			return nil
 		}
 		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
