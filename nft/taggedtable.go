@@ -192,7 +192,7 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 					return errSlowPath
 				}
 				if *fast {
-					b.ReplaceLookedUp(s, uniqueElements(cur), want[s], drop)
+					b.ReplaceLookedUp(s, UniqueElements(cur), want[s], drop)
 				} else {
 					b.ReplaceElements(s, cur, want[s], drop)
 				}
@@ -230,18 +230,6 @@ func (t *TaggedTable) recorded(owner Owner, markers []Element) map[*nftables.Set
 		return nil
 	}
 	return prev
-}
-
-// uniqueElements drops repeated elements from a lookup's answer (a key both wanted
-// and recorded is looked up twice).
-func uniqueElements(els []Element) []Element {
-	var out []Element
-	for _, e := range els {
-		if !slices.ContainsFunc(out, func(o Element) bool { return SameElement(o, e) }) {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // paths counts the Setups that ended their first Update on a lookup path
@@ -293,7 +281,7 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 				return err
 			}
 			var del []Element
-			for _, e := range uniqueElements(cur) {
+			for _, e := range UniqueElements(cur) {
 				if owner.OwnedBy(e.Comment) {
 					del = append(del, e)
 				}

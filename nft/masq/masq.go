@@ -347,10 +347,7 @@ func subnetRules(v4 bool, bits int) []nft.StaticRule {
 	if !v4 {
 		n, src, dst, after, set = 16, ip6Src, ip6Dst, reg2, local6.Name
 	}
-	mask := make([]byte, n)
-	for i := 0; i < bits; i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
+	mask := nft.PrefixMask(bits, int(n))
 	return []nft.StaticRule{
 		{
 			// ip saddr . ip daddr & <mask> @local4 return

@@ -579,7 +579,7 @@ func Setup(ns *netns.NS, s Spec) error {
 						cur, err = tx.Elements(set)
 					case prev != nil:
 						cur, err = tx.Lookup(set, append(slices.Clip(want), prev[set]...))
-						cur = unique(cur)
+						cur = nft.UniqueElements(cur)
 					default:
 						cur, err = tx.Lookup(set, want)
 					}
@@ -782,7 +782,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner) (Re
 					cur, err = tx.Lookup(set, []nft.Element{owner.Marker()})
 				default:
 					cur, err = tx.Lookup(set, prev[set])
-					cur = unique(cur)
+					cur = nft.UniqueElements(cur)
 				}
 				if err != nil {
 					return err
@@ -827,18 +827,6 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner) (Re
 		return nil
 	})
 	return out, err
-}
-
-// unique drops repeated elements from a lookup's answer (a key both
-// wanted and recorded is looked up twice).
-func unique(els []nft.Element) []nft.Element {
-	var out []nft.Element
-	for _, e := range els {
-		if !slices.ContainsFunc(out, func(o nft.Element) bool { return nft.SameElement(o, e) }) {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)

@@ -158,10 +158,7 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 // destination container (the pair is in hairpin_local).
 func hairpinRules(f *family, bits int) []nft.StaticRule {
 	n := f.addrLen()
-	mask := make([]byte, n)
-	for i := 0; i < bits; i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
+	mask := nft.PrefixMask(bits, int(n))
 	after := f.afterAddr()
 	if f.v6 {
 		after = unix.NFT_REG_2
