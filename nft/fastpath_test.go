@@ -20,7 +20,6 @@ func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(
 var (
 	masqTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: masq.TableName}
 	src4      = &nftables.Set{Table: masqTable, Name: "src4"}
-	local4    = &nftables.Set{Table: masqTable, Name: "local4"}
 	// A hash set and a concatenated interval set (pipapo) of our own, for
 	// the lookup semantics the fast path relies on in either kind.
 	testTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TablePrefix + "test"}

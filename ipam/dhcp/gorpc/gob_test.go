@@ -40,15 +40,14 @@ type Ints struct {
 // GobEncoder, nested structs — next to the fields Small keeps, so a
 // decoder into Small must skip them.
 type Extra struct {
-	Before  string
-	F       float64
-	Map     map[string][]int
-	Arr     [3]uint16
-	When    time.Time
-	Nested  struct{ X, Y []Extra2 }
-	Nums    []int
-	After   *Extra2
-	private int //nolint:unused // never sent
+	Before string
+	F      float64
+	Map    map[string][]int
+	Arr    [3]uint16
+	When   time.Time
+	Nested struct{ X, Y []Extra2 }
+	Nums   []int
+	After  *Extra2
 }
 
 type Extra2 struct {
