@@ -44,6 +44,11 @@ func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { retur
 // a missing chain reads as empty.
 func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
 
+// Require is Conn.Require: whether the kernel has f. A probe is a
+// check-only batch, which commits nothing and so leaves the generation
+// this attempt started at as it is.
+func (tx *Tx) Require(f Feature) error { return tx.c.Require(f) }
+
 // EnsureChain adds ch to the batch unless it exists already with the
 // policy we want. Every component calls it for its chains instead of
 // Batch.AddChain.
