@@ -96,6 +96,11 @@ func writeInitramfs(file string, s imageSpec) error {
 			c.CopyFile(guest, host)
 		}
 	}
+	for _, d := range ProgramData {
+		if err := copyTree(c, d, d); err != nil {
+			return fmt.Errorf("program data %s: %w", d, err)
+		}
+	}
 
 	// nftcni and its links, as `nftcni install` left them.
 	entries, err := os.ReadDir(s.nftcni)
