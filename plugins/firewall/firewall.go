@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/firewall"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -37,6 +38,9 @@ var Plugin = &cni.Plugin{
 		if _, err := policy(conf); err != nil {
 			return err
 		}
+		if _, err := acceptChains(conf); err != nil {
+			return err
+		}
 		_, err = adminChain(conf)
 		return err
 	},
@@ -51,6 +55,11 @@ type NetConf struct {
 	// the firewalld backend, which we do not have yet.
 	FirewalldZone string `json:"firewalldZone"`
 	IngressPolicy string `json:"ingressPolicy"`
+	// NftablesAcceptChains (ours, opt-in) names chains of the host's own
+	// nftables ruleset, "<family> <table> <chain>", that get the
+	// container's accepts: a forward chain with policy drop would drop
+	// its packets whatever our table accepts.
+	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
 }
 
 // The reference's ingressPolicy values.
@@ -121,6 +130,24 @@ func adminChain(c *NetConf) (string, error) {
 	return name, nil
 }
 
+// acceptChains parses nftablesAcceptChains: the chains that parse, and
+// the first mistake (code 7, naming the entry).
+func acceptChains(c *NetConf) ([]foreign.Chain, error) {
+	var out []foreign.Chain
+	var first error
+	for i, s := range c.NftablesAcceptChains {
+		ch, err := foreign.Parse(s)
+		if err != nil {
+			if first == nil {
+				first = cni.Errorf(cni.CodeInvalidNetworkConfig, "nftablesAcceptChains[%d] %v", i, err)
+			}
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out, first
+}
+
 // attachment computes what the attachment needs from the config and
 // prevResult, checking everything before anything is changed (the
 // reference finds a bad ingress policy only after its backend acted).
@@ -133,7 +160,11 @@ func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachme
 	if err != nil {
 		return firewall.Attachment{}, err
 	}
-	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin}
+	chains, err := acceptChains(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin, AcceptChains: chains}
 	// Every prevResult address, without interface filtering (as the
 	// reference).
 	for _, ip := range prev.IPs {
@@ -201,26 +232,31 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 
 // cmdDel removes everything carrying the attachment's owner tag, with or
 // without prevResult and whatever became of the namespace (the reference
-// removes only the rules for prevResult's addresses). As in the
+// removes only the rules for prevResult's addresses): in our table,
+// iptables-nft's FORWARD chains and the nftablesAcceptChains. As in the
 // reference, an unknown ingressPolicy still fails DEL — after the
-// cleanup.
+// cleanup; so does a mistake in nftablesAcceptChains (the entries that
+// parse are cleaned up).
 func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
-	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
+	chains, chainsErr := acceptChains(conf)
+	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a), chains); err != nil {
 		return err
 	}
-	_, err = policy(conf)
-	return err
+	if _, err = policy(conf); err != nil {
+		return err
+	}
+	return chainsErr
 }
 
 // cmdCheck verifies the attachment's state for prevResult's addresses:
 // the table's rules, the admin chain and its jump, the attachment's
 // elements (the reference checks its iptables rules, not the ingress
-// policy; we check that too), and its rules in an iptables-nft FORWARD
-// chain, if one exists.
+// policy; we check that too), and its rules in iptables-nft's FORWARD
+// chains and the nftablesAcceptChains.
 func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
