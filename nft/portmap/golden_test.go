@@ -67,12 +67,26 @@ func comments(f *family) map[string][]string {
 	return m
 }
 
-// existing is a ruleset where sample holds tcp 8080 and other udp 5353.
+// pm is o's tag on portmap's rules in foreign chains.
+func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+
+// acceptNote is the iptables-nft command of the accept for connections
+// DNATed to addr:port over proto, with o's tag.
+func acceptNote(proto, addr, port string, o nft.Owner) string {
+	return `iptables-nft -I FORWARD -m conntrack --ctstate DNAT --ctproto ` + proto + ` --ctreplsrc ` + addr + ` --ctreplsrcport ` + port +
+		` -m comment --comment "` + pm(o) + `" -j ACCEPT`
+}
+
+// existing is a ruleset where sample holds tcp 8080 and other udp 5353,
+// with iptables-nft's FORWARD chain holding their accepts, one of
+// Docker's, and sample's firewall rule.
 func existing() nfttest.State {
+	chains := comments(fam4)
+	chains["ip filter FORWARD"] = []string{sample.Tag(), pm(sample), "docker", pm(other)}
 	return nfttest.State{
 		Gen:    41,
-		Tables: map[string]bool{"ip nftcni_portmap": true},
-		Chains: comments(fam4),
+		Tables: map[string]bool{"ip nftcni_portmap": true, "ip filter": true},
+		Chains: chains,
 		Sets: map[string][]nfttest.Elem{
 			"ip nftcni_portmap ports": {
 				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
@@ -87,6 +101,9 @@ func existing() nfttest.State {
 	}
 }
 
+// On a host without iptables-nft tables, the FORWARD chain is created as
+// iptables-nft would (a DROP policy set later keeps the accept); there is
+// no IPv6 mapping, so no ip6 chain.
 func TestGoldenSetupFresh(t *testing.T) {
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
@@ -95,6 +112,9 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
 		nfttest.CreateMarkerNote(tbl, sample),
+		`nft add table ip filter`,
+		`nft create chain ip filter FORWARD { type filter hook forward priority filter; policy accept; }`,
+		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
@@ -129,6 +149,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
 		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -155,6 +176,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
 		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		acceptNote("6", "10.88.0.5", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -204,19 +226,21 @@ func TestConflictSendsNothing(t *testing.T) {
 func TestGoldenTeardown(t *testing.T) {
 	var removed Removed
 	f := nfttest.Run(t, &open, existing(), func() (err error) {
-		removed, err = Teardown(nil, other)
+		removed, err = Teardown(nil, other, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
 		nfttest.DelMarkerNote(tbl, other),
+		`nft delete rule ip filter FORWARD handle 5`,
 	})
-	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
+	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 || removed.Foreign != 1 {
 		t.Errorf("removed %+v", removed)
 	}
 }
 
-// GC with only other valid removes sample's elements.
+// GC with only other valid removes sample's elements and its accept, not
+// the firewall's rule of the same attachment.
 func TestGoldenGC(t *testing.T) {
 	f := nfttest.Run(t, &open, existing(), func() error {
 		_, err := GC(nil, sample.Network, []nft.Owner{other})
@@ -227,6 +251,7 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		nfttest.DelMarkerNote(tbl, sample),
+		`nft delete rule ip filter FORWARD handle 3`,
 	})
 }
 
@@ -234,11 +259,11 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
 	nfttest.SendsNothing(t, &open, existing(), func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 }

@@ -60,7 +60,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpin "+tb, "ip localhost "+tb, "ip owners "+ta, "ip owners "+tb)
 
 	for _, o := range []nft.Owner{a, b} {
-		if _, err := Teardown(ns, o); err != nil {
+		if _, err := Teardown(ns, o, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,6 +88,28 @@
 // the network's hash and no valid attachment's. Each Setup, Teardown and GC
 // is one batch for both tables, guarded by the ruleset generation.
 //
+// # Other owners' forward chains
+//
+// A mapped connection is forwarded: a DROP policy in another table's
+// forward chain drops it whatever we DNAT — iptables-nft's `filter
+// FORWARD` once Docker or kube-proxy set `iptables -P FORWARD DROP`, or an
+// administrator's `inet filter forward` with policy drop. The reference
+// adds no filter rule for its mappings, so with such a policy its host
+// ports stop working (unless something else accepts them). Setup puts,
+// per container address, protocol and port mapped to, an accept for the
+// connections DNATed there into those chains (package nft/foreign): always
+// iptables-nft's FORWARD chains (created as iptables-nft would when
+// missing, so a DROP policy set later finds them), and the chains of
+// Spec.AcceptChains. In iptables-nft's spelling
+//
+//	-m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -j ACCEPT
+//
+// which covers both directions of the mapped connections and nothing
+// else. They carry the owner's component tag (nft.Owner.ComponentTag,
+// component "portmap"), so the firewall plugin's rules of the same
+// attachment in the same chain stay apart; Teardown removes them, GC finds
+// stale ones wherever they are.
+//
 // The owners set holds one marker per owner with state in the table
 // (nft.OwnersSet). A Setup of an owner without one (every first ADD) looks
 // up only its wanted keys — enough to find a held port or an address to
@@ -112,6 +134,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 )
 
 // TableName is the name of both tables.
@@ -143,6 +166,27 @@ type Spec struct {
 	// Conditions4 and Conditions6 restrict the family's mappings; when
 	// set, that family's mappings are rules instead of map elements.
 	Conditions4, Conditions6 []Condition
+	// AcceptChains are chains of others (an administrator's forward
+	// chain with policy drop) that get the accepts of the mapped
+	// connections too, besides iptables-nft's FORWARD chains.
+	AcceptChains []foreign.Chain
+}
+
+// component names our rules in foreign chains (nft.Owner.ComponentTag).
+const component = "portmap"
+
+// chains are the foreign chains s's accepts go to.
+func chains(accept []foreign.Chain) []foreign.Chain {
+	return append(slices.Clip(foreign.Iptables), accept...)
+}
+
+// accepts are the accepts of s's mapped connections.
+func (s Spec) accepts() []foreign.Accept {
+	var out []foreign.Accept
+	for _, m := range s.Mappings {
+		out = append(out, foreign.DNATedTo(m.Proto, m.Target))
+	}
+	return out
 }
 
 // family is one of the two tables with its objects.
@@ -367,10 +411,14 @@ func Setup(ns *netns.NS, s Spec) error {
 	defer c.Close()
 	active := p.families()
 	marker := []nft.Element{s.Owner.Marker()}
+	mark := foreign.Mark{Owner: s.Owner, Component: component}
 	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
 		return func(tx *nft.Tx) error {
 			*fast = false
 			b := tx.Batch()
+			// changed: the owner's elements or rules change, and so
+			// its foreign rules are rewritten.
+			changed := false
 			for _, f := range fams {
 				exists, err := tx.TableExists(f.table)
 				if err != nil {
@@ -398,6 +446,7 @@ func Setup(ns *netns.NS, s Spec) error {
 						return err
 					}
 				}
+				before := b.Len()
 				for _, set := range f.sets() {
 					want := p.elems[set]
 					var cur []nft.Element
@@ -428,6 +477,7 @@ func Setup(ns *netns.NS, s Spec) error {
 				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
 				}
+				changed = changed || b.Len() > before
 				// The marker goes with state: kept while the owner has some
 				// here, removed with the last of it.
 				var wantMarker []nft.Element
@@ -437,6 +487,11 @@ func Setup(ns *netns.NS, s Spec) error {
 				b.ReplaceLookedUp(f.owners, markers, wantMarker, func(e nft.Element) bool {
 					return wanted || s.Owner.OwnedBy(e.Comment)
 				})
+			}
+			for _, ch := range chains(s.AcceptChains) {
+				if err := foreign.Sync(tx, ch, mark, s.accepts(), changed); err != nil {
+					return err
+				}
 			}
 			return nil
 		}
@@ -535,27 +590,48 @@ type Removed struct {
 	UDP4, UDP6 []uint16
 	Elements   int
 	Rules      int
+	// Foreign are the rules removed from other owners' chains.
+	Foreign int
 }
 
-// Teardown removes everything owner has. Nothing to remove writes nothing.
-func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
-	r, err := remove(ns, owner.OwnedBy)
+// Teardown removes everything owner has, its rules in iptables-nft's
+// FORWARD chains and in acceptChains included. Nothing to remove writes
+// nothing.
+func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
+	mine := foreign.Of(component, owner.OwnedBy)
+	r, err := remove(ns, owner.OwnedBy, func(tx *nft.Tx) (int, error) {
+		n := 0
+		for _, ch := range chains(acceptChains) {
+			k, err := foreign.Remove(tx, ch, mine)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+		}
+		return n, nil
+	})
 	if err != nil {
 		return r, fmt.Errorf("removing port mappings of container %s (%s, network %s): %w", owner.ContainerID, owner.IfName, owner.Network, err)
 	}
 	return r, nil
 }
 
-// GC removes everything of network that none of valid owns.
+// GC removes everything of network that none of valid owns, its rules in
+// chains of others wherever they are.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	r, err := remove(ns, func(c string) bool { return nft.Stale(c, network, valid) })
+	stale := func(c string) bool { return nft.Stale(c, network, valid) }
+	r, err := remove(ns, stale, func(tx *nft.Tx) (int, error) {
+		return foreign.RemoveEverywhere(tx, foreign.Of(component, stale))
+	})
 	if err != nil {
 		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
 	}
 	return r, nil
 }
 
-func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
+// remove drops what match selects in our tables and runs removeForeign
+// in the same batch.
+func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) (int, error)) (Removed, error) {
 	c, err := open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -613,7 +689,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 				}
 			}
 		}
-		return nil
+		var err error
+		out.Foreign, err = removeForeign(tx)
+		return err
 	})
 	return out, err
 }
@@ -621,7 +699,8 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
 // would leave: every wanted element present with its data and tag, no
 // other element of the owner, and the right number of conditional rules
-// (rules are never compared by content).
+// and of rules in other owners' chains (rules are never compared by
+// content; see foreign.Check).
 func Check(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -662,6 +741,11 @@ func Check(ns *netns.NS, s Spec) error {
 		}
 		if n != len(p.rules[f]) {
 			return fmt.Errorf("missing hostport rules in %q chain: %d of the container's rules found, %d expected", f.conditional.Name, n, len(p.rules[f]))
+		}
+	}
+	for _, ch := range chains(s.AcceptChains) {
+		if err := foreign.Check(c, ch, foreign.Mark{Owner: s.Owner, Component: component}, s.accepts()); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -50,7 +50,7 @@ func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name
 
 // spec turns the config into what the data plane wants for one attachment.
 func spec(c *config, a *cni.CmdArgs) portmap.Spec {
-	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6}
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, AcceptChains: c.accept}
 	v4, v6 := containerAddrs(c.prev, a.IfName)
 	for _, cip := range []netip.Prefix{v4, v6} {
 		if !cip.IsValid() {
@@ -93,7 +93,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if len(s.Mappings) == 0 {
 		// Nothing to forward: remove what an earlier ADD of this
 		// attachment left, which writes nothing when there is none.
-		if _, err := portmap.Teardown(nil, s.Owner); err != nil {
+		if _, err := portmap.Teardown(nil, s.Owner, c.accept); err != nil {
 			return nil, err
 		}
 		return c.prev, nil
@@ -108,7 +108,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	flushUDP(a, s.Mappings)
 	if c.snat {
 		if err := enableRouteLocalnet(s.Localhost); err != nil {
-			_, _ = portmap.Teardown(nil, s.Owner) // a failed ADD leaves nothing
+			_, _ = portmap.Teardown(nil, s.Owner, c.accept) // a failed ADD leaves nothing
 			return nil, err
 		}
 	}
@@ -185,7 +185,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return fmt.Errorf("failed to parse config: %w", err)
 	}
-	removed, err := portmap.Teardown(nil, owner(c, a))
+	removed, err := portmap.Teardown(nil, owner(c, a), c.accept)
 	if err != nil {
 		return err
 	}
