@@ -12,7 +12,8 @@
 //     firewall and portmap (rules_foreign.go, package nft/foreign):
 //     owner-tagged accept rules in other owners' forward chains, and
 //     iptables-nft's FORWARD chain created as iptables-nft creates it when
-//     it is missing.
+//     it is missing (and its table deleted with our last rule in it, if
+//     nothing else is there).
 //   - Static structure, per-container elements. Tables, chains, sets and
 //     rules are fixed by code and re-asserted idempotently by every Setup
 //     (AddTable/AddSet without NLM_F_EXCL, Tx.EnsureChain for chains — see

@@ -28,7 +28,10 @@ import (
 //     deleted; the one thing created is iptables-nft's own FORWARD chain
 //     (CreateIptablesForward), exactly as iptables-nft would create it,
 //     when it does not exist yet: a DROP policy set on it later must find
-//     our rules already there.
+//     our rules already there. Its table is deleted again
+//     (DeleteIptablesFilter) only with the last rule in it and only when
+//     it holds nothing else (BareIptablesFilter): a table that filters
+//     nothing and that iptables cannot tell from no table.
 
 // ChainExists reports whether chain ch exists. Unlike// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
 // reads a missing chain as empty, it tells an empty chain from none.
@@ -115,6 +118,66 @@ func (b *Batch) CreateIptablesForward(fam nftables.TableFamily, addTable bool) {
 	}
 	b.excl = append(b.excl, b.n)
 	b.rec.AddChain(ch)
+	b.n++
+}
+
+// BareIptablesFilter reports whether iptables-nft's filter table of family
+// fam exists and holds nothing but a FORWARD chain with policy accept: no
+// other chain, no set. Such a table filters nothing, and iptables shows it
+// exactly as it shows no table (it lists its built-in chains either way).
+func (tx *Tx) BareIptablesFilter(fam nftables.TableFamily) (bool, error) {
+	t := IptablesForward(fam).Table
+	chains, err := tx.c.request(unix.NFT_MSG_GETCHAIN, byte(fam), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(t.Name)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading chains of %s %s: %w", familyName(fam), t.Name, err)
+	}
+	forward := false
+	for _, m := range chains {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWCHAIN) {
+			continue
+		}
+		// Chain dumps are not filtered by table on every kernel.
+		if nlString(m.Data[4:], unix.NFTA_CHAIN_TABLE) != t.Name {
+			continue
+		}
+		if nlString(m.Data[4:], unix.NFTA_CHAIN_NAME) != "FORWARD" || forward {
+			return false, nil
+		}
+		forward = true
+		p, ok := nlUint32(m.Data[4:], unix.NFTA_CHAIN_POLICY)
+		if !ok || nftables.ChainPolicy(p) != nftables.ChainPolicyAccept {
+			return false, nil
+		}
+	}
+	if !forward {
+		return false, nil
+	}
+	sets, err := tx.c.request(unix.NFT_MSG_GETSET, byte(fam), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_SET_TABLE, Data: cstr(t.Name)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading sets of %s %s: %w", familyName(fam), t.Name, err)
+	}
+	for _, m := range sets {
+		if m.Header.Type == msgType(unix.NFT_MSG_NEWSET) && nlString(m.Data[4:], unix.NFTA_SET_TABLE) == t.Name {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// DeleteIptablesFilter deletes iptables-nft's filter table of family fam,
+// which the caller saw bare (Tx.BareIptablesFilter) in the same Update and
+// whose FORWARD chain's last rules — ours — the same batch deletes: what
+// CreateIptablesForward made, once nothing of anyone's is left in it.
+func (b *Batch) DeleteIptablesFilter(fam nftables.TableFamily) {
+	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
+		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
+		return
+	}
+	b.rec.DelTable(IptablesForward(fam).Table)
 	b.n++
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
@@ -356,6 +357,43 @@ func TestGoldenGCEverywhere(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + other.Tag() + `" }`,
 		`nft delete rule inet filter forward handle 2`,
 	})
+}
+
+// The last rules in an iptables-nft filter table that holds nothing else —
+// what Setup created — go with the table; a table with anything of
+// anyone's besides (a chain, a DROP policy) stays.
+func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
+	accept, drop := uint32(nftables.ChainPolicyAccept), uint32(nftables.ChainPolicyDrop)
+	s := sample.Tag()
+	st := nfttest.State{Gen: 5,
+		Tables:   map[string]bool{"ip filter": true, "ip6 filter": true},
+		Chains:   map[string][]string{"ip filter FORWARD": {s, s}, "ip6 filter FORWARD": {s, s}},
+		Policies: map[string]uint32{"ip filter FORWARD": accept, "ip6 filter FORWARD": accept},
+	}
+	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	nfttest.Golden(t, "teardown_prune", f.Only(t), []string{
+		`nft delete rule ip filter FORWARD handle 2`,
+		`nft delete rule ip filter FORWARD handle 3`,
+		`nft delete table ip filter`,
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
+		`nft delete table ip6 filter`,
+	})
+	for name, edit := range map[string]func(*nfttest.State){
+		"DROP policy":   func(st *nfttest.State) { st.Policies["ip filter FORWARD"] = drop },
+		"another chain": func(st *nfttest.State) { st.Chains["ip filter DOCKER-USER"] = nil },
+		"another rule":  func(st *nfttest.State) { st.Chains["ip filter FORWARD"] = []string{s, "docker", s} },
+	} {
+		st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip filter": true},
+			Chains: map[string][]string{"ip filter FORWARD": {s, s}}, Policies: map[string]uint32{"ip filter FORWARD": accept}}
+		edit(&st)
+		f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+		for _, m := range f.Only(t) {
+			if int(m.Header.Type)&0xff == unix.NFT_MSG_DELTABLE {
+				t.Errorf("%s: the table was deleted", name)
+			}
+		}
+	}
 }
 
 // Nothing to remove: no batch at all, and no table is created.

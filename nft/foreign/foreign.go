@@ -32,9 +32,11 @@
 // (Mark): DEL removes exactly its component's rules of the attachment, GC
 // the stale ones of the network wherever they are, CHECK counts them. No
 // rule, chain, table or policy of anyone else is ever modified or deleted;
-// nothing is created besides the iptables-nft FORWARD chain (and table),
-// which is never deleted (like our own tables; the reference leaves its
-// iptables chains behind too).
+// nothing is created besides the iptables-nft FORWARD chain (and table).
+// That table goes again with the last rule in it, when it holds nothing
+// but its empty FORWARD chain with policy accept — a table that filters
+// nothing and that iptables shows exactly as no table; with anything of
+// anyone's in it (Docker's chains, a DROP policy) it stays as it is.
 //
 // Exception: a kernel without the x_tables conntrack match (nft_compat,
 // xt_conntrack — small embedded kernels) cannot run iptables-nft's
@@ -409,6 +411,26 @@ func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	for _, exprs := range rules {
 		b.InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
 	}
+	if len(rules) == 0 {
+		return prune(tx, c, len(cur), len(mine))
+	}
+	return nil
+}
+
+// prune deletes the iptables-nft filter table of c when this batch
+// deletes every rule its FORWARD chain had (had of them, removed by us)
+// and the table holds nothing else (nft.Tx.BareIptablesFilter): what Sync
+// created goes with the last rule in it, and iptables shows the host as
+// before. A table with anything of anyone's besides stays as it is.
+func prune(tx *nft.Tx, c Chain, had, removed int) error {
+	if !c.Iptables || removed == 0 || removed != had {
+		return nil
+	}
+	bare, err := tx.BareIptablesFilter(c.Table.Family)
+	if err != nil || !bare {
+		return err
+	}
+	tx.Batch().DeleteIptablesFilter(c.Table.Family)
 	return nil
 }
 
@@ -430,7 +452,7 @@ func Remove(tx *nft.Tx, c Chain, match func(comment string) bool) (int, error) {
 			n++
 		}
 	}
-	return n, nil
+	return n, prune(tx, c, len(cur), n)
 }
 
 // RemoveEverywhere deletes every rule, in any table not ours, whose
@@ -442,13 +464,32 @@ func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) 
 		return 0, err
 	}
 	n := 0
+	had, removed := map[Chain]int{}, map[Chain]int{}
 	for _, r := range all {
+		c := chainOf(r.Chain)
+		had[c]++
 		if match(r.Comment) {
 			tx.Batch().DeleteForeignRule(r.Chain, r.Handle)
+			removed[c]++
 			n++
 		}
 	}
+	for _, c := range Iptables {
+		if err := prune(tx, c, had[c], removed[c]); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
+}
+
+// chainOf is ch as a Chain, one of Iptables when it is one of theirs.
+func chainOf(ch *nftables.Chain) Chain {
+	for _, c := range Iptables {
+		if c.Table.Family == ch.Table.Family && c.Table.Name == ch.Table.Name && c.Name == ch.Name {
+			return c
+		}
+	}
+	return Chain{Table: ch.Table, Name: ch.Name}
 }
 
 // Check verifies that m has in c as many rules as Sync(want) gives it.

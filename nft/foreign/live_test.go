@@ -243,3 +243,31 @@ func listRules(t *testing.T, ns *netns.NS, chain string) []string {
 	}
 	return rules
 }
+
+// The iptables-nft tables Sync created go with the last rule in them —
+// after the firewall's and portmap's rules of the attachment are both
+// gone, not before — and the ruleset is empty again.
+func TestLivePrune(t *testing.T) {
+	hostfw.Require(t)
+	ns := privtest.NewNS(t)
+	sync(t, ns, Iptables, fwMark, fwWant)
+	sync(t, ns, Iptables, pmMark, pmWant)
+	update(t, ns, func(tx *nft.Tx) error {
+		for _, ch := range Iptables {
+			if _, err := Remove(tx, ch, fwMark.Has); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if got := hostfw.Others(t, ns); !strings.Contains(got, `"name":"FORWARD"`) {
+		t.Errorf("FORWARD chains gone while portmap's rules were in them:\n%s", got)
+	}
+	update(t, ns, func(tx *nft.Tx) error {
+		_, err := RemoveEverywhere(tx, pmMark.Has)
+		return err
+	})
+	if got := hostfw.Run(t, ns, "", "nft", "list", "ruleset"); got != "" {
+		t.Errorf("ruleset after the last removal:\n%s", got)
+	}
+}

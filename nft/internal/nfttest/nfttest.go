@@ -109,17 +109,42 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 			netlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(attrs[unix.NFTA_TABLE_NAME])})}, nil
 	case unix.NFT_MSG_GETCHAIN:
 		table, chain := attrs[unix.NFTA_CHAIN_TABLE], attrs[unix.NFTA_CHAIN_NAME]
+		chainAttrs := func(chain string) []netlink.Attribute {
+			attrs := []netlink.Attribute{
+				{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)},
+				{Type: unix.NFTA_CHAIN_NAME, Data: cstr(chain)},
+			}
+			if p, ok := f.State.Policies[fam+" "+table+" "+chain]; ok {
+				attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: binary.BigEndian.AppendUint32(nil, p)})
+			}
+			return attrs
+		}
+		if m.Header.Flags&netlink.Dump != 0 {
+			// The chains of one table, in a stable order.
+			var out []netlink.Message
+			for _, k := range slices.Sorted(maps.Keys(f.State.Chains)) {
+				if name, ok := strings.CutPrefix(k, fam+" "+table+" "); ok {
+					out = append(out, reply(m, unix.NFT_MSG_NEWCHAIN, netlink.Multi, familyByte(fam), chainAttrs(name)...))
+				}
+			}
+			return append(out, done(m)), nil
+		}
 		if _, ok := f.State.Chains[fam+" "+table+" "+chain]; !ok {
 			return nltest.Error(int(unix.ENOENT), req)
 		}
-		attrs := []netlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)},
-			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(chain)},
+		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), chainAttrs(chain)...)}, nil
+	case unix.NFT_MSG_GETSET:
+		// A dump of the sets of one table.
+		table := attrs[unix.NFTA_SET_TABLE]
+		var out []netlink.Message
+		for _, k := range slices.Sorted(maps.Keys(f.State.Sets)) {
+			if name, ok := strings.CutPrefix(k, fam+" "+table+" "); ok {
+				out = append(out, reply(m, unix.NFT_MSG_NEWSET, netlink.Multi, familyByte(fam),
+					netlink.Attribute{Type: unix.NFTA_SET_TABLE, Data: cstr(table)},
+					netlink.Attribute{Type: unix.NFTA_SET_NAME, Data: cstr(name)}))
+			}
 		}
-		if p, ok := f.State.Policies[fam+" "+table+" "+chain]; ok {
-			attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: binary.BigEndian.AppendUint32(nil, p)})
-		}
-		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), attrs...)}, nil
+		return append(out, done(m)), nil
 	case unix.NFT_MSG_GETSETELEM:
 		table, set := attrs[unix.NFTA_SET_ELEM_LIST_TABLE], attrs[unix.NFTA_SET_ELEM_LIST_SET]
 		name := fam + " " + table + " " + set
@@ -463,7 +488,7 @@ func Format(batch []netlink.Message, notes []string) (string, error) {
 var msgNames = map[int]string{
 	unix.NFT_MSG_NEWTABLE: "NEWTABLE", unix.NFT_MSG_NEWCHAIN: "NEWCHAIN", unix.NFT_MSG_NEWRULE: "NEWRULE",
 	unix.NFT_MSG_DELRULE: "DELRULE", unix.NFT_MSG_NEWSET: "NEWSET", unix.NFT_MSG_NEWSETELEM: "NEWSETELEM",
-	unix.NFT_MSG_DELSETELEM: "DELSETELEM",
+	unix.NFT_MSG_DELSETELEM: "DELSETELEM", unix.NFT_MSG_DELTABLE: "DELTABLE",
 }
 
 func typeName(t netlink.HeaderType) string {
