@@ -274,14 +274,8 @@ func Load(t testing.TB, ns *netns.NS, script string) {
 // and policy is as it was.
 func Others(t testing.TB, ns *netns.NS) string {
 	t.Helper()
-	var doc struct {
-		Nftables []map[string]map[string]any `json:"nftables"`
-	}
-	if err := json.Unmarshal([]byte(Run(t, ns, "", "nft", "-j", "-s", "list", "ruleset")), &doc); err != nil {
-		t.Fatalf("nft -j list ruleset: %v", err)
-	}
 	var lines []string
-	for _, obj := range doc.Nftables {
+	for _, obj := range ruleset(t, ns) {
 		for kind, v := range obj {
 			if kind == "metainfo" {
 				continue
@@ -308,17 +302,54 @@ func Others(t testing.TB, ns *netns.NS) string {
 	return strings.Join(lines, "\n")
 }
 
+// ruleset is `nft -j -s list ruleset` in ns, object by object.
+func ruleset(t testing.TB, ns *netns.NS) []map[string]map[string]any {
+	t.Helper()
+	var doc struct {
+		Nftables []map[string]map[string]any `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(Run(t, ns, "", "nft", "-j", "-s", "list", "ruleset")), &doc); err != nil {
+		t.Fatalf("nft -j list ruleset: %v", err)
+	}
+	return doc.Nftables
+}
+
+// OursInOthers counts the rules in tables not ours (not nftcni_*) whose
+// comment is an owner tag of ours: after the last DEL or GC, none.
+func OursInOthers(t testing.TB, ns *netns.NS) int {
+	t.Helper()
+	n := 0
+	for _, obj := range ruleset(t, ns) {
+		r, ok := obj["rule"]
+		if !ok {
+			continue
+		}
+		table, _ := r["table"].(string)
+		c, _ := r["comment"].(string)
+		if _, ours := nft.ParseTag(c); ours && !strings.HasPrefix(table, nft.TablePrefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // IptablesSave is what iptables-save and ip6tables-save print in ns,
-// without their timestamp comments. It fails the test if either fails: a
-// table iptables-nft no longer understands makes them fail.
+// without their timestamp comments and the chains' packet counters
+// (`:FORWARD DROP [3:102]`: traffic changes them). It fails the test if
+// either fails: a table iptables-nft no longer understands makes them
+// fail.
 func IptablesSave(t testing.TB, ns *netns.NS) string {
 	t.Helper()
 	var out []string
 	for _, prog := range []string{"iptables-save", "ip6tables-save"} {
 		for _, line := range strings.Split(Run(t, ns, "", prog), "\n") {
-			if !strings.HasPrefix(line, "#") && line != "" {
-				out = append(out, line)
+			if strings.HasPrefix(line, "#") || line == "" {
+				continue
 			}
+			if i := strings.LastIndex(line, " ["); strings.HasPrefix(line, ":") && i > 0 && strings.HasSuffix(line, "]") {
+				line = line[:i]
+			}
+			out = append(out, line)
 		}
 	}
 	return strings.Join(out, "\n")
