@@ -76,16 +76,38 @@ func run(ns *netns.NS, stdin, prog string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// Commands runs each line of script, a program and its arguments
-// separated by spaces (no quoting), inside ns.
+// Commands runs each line of script inside ns: a program and its
+// arguments separated by spaces, an argument with spaces in double quotes
+// (no escapes).
 func Commands(t testing.TB, ns *netns.NS, script string) {
 	t.Helper()
 	for _, line := range strings.Split(script, "\n") {
-		f := strings.Fields(line)
+		f := words(line)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
 		Run(t, ns, "", f[0], f[1:]...)
+	}
+}
+
+// words splits line at spaces, keeping "double quoted" parts together.
+func words(line string) []string {
+	var out []string
+	for {
+		line = strings.TrimLeft(line, " \t")
+		if line == "" {
+			return out
+		}
+		if rest, ok := strings.CutPrefix(line, `"`); ok {
+			w, after, _ := strings.Cut(rest, `"`)
+			out, line = append(out, w), after
+			continue
+		}
+		i := strings.IndexAny(line, " \t")
+		if i < 0 {
+			return append(out, line)
+		}
+		out, line = append(out, line[:i]), line[i:]
 	}
 }
 
@@ -127,6 +149,30 @@ ip6tables -A FORWARD -o docker0 -m conntrack --ctstate RELATED,ESTABLISHED -j AC
 ip6tables -A FORWARD -o docker0 -j DOCKER
 ip6tables -A FORWARD -i docker0 ! -o docker0 -j ACCEPT
 ip6tables -t nat -A POSTROUTING -s fd00:d0c::/64 ! -o docker0 -j MASQUERADE
+`
+
+// KubeProxyIptables are the iptables-nft rules of a Kubernetes node in
+// kube-proxy's iptables mode, as far as forwarded traffic goes: the
+// FORWARD policy DROP (kubelet and the container runtime set it),
+// kube-proxy's KUBE-FORWARD chain jumped to from the head of FORWARD, and
+// its masquerade chain in nat.
+const KubeProxyIptables = `
+iptables -P FORWARD DROP
+iptables -N KUBE-FORWARD
+iptables -I FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+iptables -A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+iptables -A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+iptables -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+iptables -t nat -N KUBE-POSTROUTING
+iptables -t nat -I POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+iptables -t nat -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+iptables -t nat -A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+iptables -t nat -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+ip6tables -P FORWARD DROP
+ip6tables -N KUBE-FORWARD
+ip6tables -I FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+ip6tables -A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+ip6tables -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 `
 
 // KubeProxy is the table kube-proxy's nftables mode keeps (its chains,

@@ -52,36 +52,16 @@ func sync(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) {
 
 // iptablesSpelling is what the iptables programs insert, one by one at the
 // head, for the same rules in the same order as Sync: fwWant, then pmWant.
-func iptablesSpelling(t *testing.T) string {
+func iptablesSpelling() string {
 	fw, pm := fwMark.comment(), pmMark.comment()
 	return `
-iptables -I FORWARD -s 10.1.0.5/32 -m comment --comment ` + fw + ` -j ACCEPT
-iptables -I FORWARD -d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment ` + fw + ` -j ACCEPT
-ip6tables -I FORWARD -s fd00::5/128 -m comment --comment ` + fw + ` -j ACCEPT
-ip6tables -I FORWARD -d fd00::5/128 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment ` + fw + ` -j ACCEPT
-iptables -I FORWARD -m conntrack --ctstate DNAT --ctproto tcp --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -m comment --comment ` + pm + ` -j ACCEPT
-ip6tables -I FORWARD -m conntrack --ctstate DNAT --ctproto udp --ctreplsrc fd00::5 --ctreplsrcport 53 -m comment --comment ` + pm + ` -j ACCEPT
+iptables -I FORWARD -s 10.1.0.5/32 -m comment --comment "` + fw + `" -j ACCEPT
+iptables -I FORWARD -d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fw + `" -j ACCEPT
+ip6tables -I FORWARD -s fd00::5/128 -m comment --comment "` + fw + `" -j ACCEPT
+ip6tables -I FORWARD -d fd00::5/128 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fw + `" -j ACCEPT
+iptables -I FORWARD -m conntrack --ctstate DNAT --ctproto tcp --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -m comment --comment "` + pm + `" -j ACCEPT
+ip6tables -I FORWARD -m conntrack --ctstate DNAT --ctproto udp --ctreplsrc fd00::5 --ctreplsrcport 53 -m comment --comment "` + pm + `" -j ACCEPT
 `
-}
-
-// commands runs lines like hostfw.Commands, but keeps a quoted comment
-// (one argument with spaces) together.
-func commands(t *testing.T, ns *netns.NS, script string) {
-	t.Helper()
-	for _, line := range strings.Split(script, "\n") {
-		before, after, quoted := strings.Cut(line, "--comment ")
-		f := strings.Fields(before)
-		if len(f) == 0 {
-			continue
-		}
-		if quoted {
-			// The comment is the tag: two or three words up to " -j".
-			tag, rest, _ := strings.Cut(after, " -j ")
-			f = append(f, "--comment", tag)
-			f = append(f, strings.Fields("-j "+rest)...)
-		}
-		hostfw.Run(t, ns, "", f[0], f[1:]...)
-	}
 }
 
 // Our rules in iptables-nft's FORWARD chains read back, through
@@ -95,9 +75,12 @@ func TestLiveIptablesSpelling(t *testing.T) {
 
 	sync(t, ours, Iptables, fwMark, fwWant)
 	sync(t, ours, Iptables, pmMark, pmRepeat)
-	commands(t, theirs, iptablesSpelling(t))
+	hostfw.Commands(t, theirs, iptablesSpelling())
 	want := hostfw.IptablesSave(t, theirs)
 	hostfw.Diff(t, "iptables-save of our rules", want, hostfw.IptablesSave(t, ours))
+	for _, prog := range []string{"iptables", "ip6tables"} {
+		hostfw.Run(t, ours, "", prog, "-L", "-n", "-v") // fails the test if it fails
+	}
 	for _, r := range []string{
 		`-A FORWARD -m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -m comment --comment "` + pmMark.comment() + `" -j ACCEPT`,
 		`-A FORWARD -d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fwMark.comment() + `" -j ACCEPT`,

@@ -57,6 +57,8 @@ var situations = []situation{
 	{name: "Docker before ADD", build: docker, drops: true},
 	{name: "Docker after ADD", build: docker, late: true, drops: true},
 	{name: "kube-proxy nftables", build: kubeProxy, kube: true},
+	{name: "kube-proxy iptables mode after ADD", build: func(t *testing.T, ns *netns.NS) { hostfw.Commands(t, ns, hostfw.KubeProxyIptables) },
+		late: true, drops: true},
 	{name: "kube-proxy nftables and Docker after ADD", build: func(t *testing.T, ns *netns.NS) { kubeProxy(t, ns); docker(t, ns) },
 		late: true, drops: true, kube: true},
 	{name: "admin inet filter drop, opted in", build: admin, optIn: true, drops: true},
