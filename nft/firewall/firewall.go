@@ -390,7 +390,8 @@ func ensureAdminJump(tx *nft.Tx, name string) error {
 // elements no one else claims, its rules in iptables-nft's FORWARD chains
 // and in acceptChains. Nothing to remove is success, and then nothing is
 // written (no table is created). Admin chains, jumps and static rules
-// stay, and so do the iptables-nft chains Setup created.
+// stay; an iptables-nft table Setup created goes when nothing but its
+// empty FORWARD chain is left in it (foreign.Remove).
 func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error {
 	chains := Attachment{AcceptChains: acceptChains}.chains()
 	return remove(ns, owner.OwnedBy, func(tx *nft.Tx) error {
