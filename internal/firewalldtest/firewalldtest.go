@@ -173,9 +173,11 @@ func stop(t *testing.T, name string, cmd *exec.Cmd) <-chan struct{} {
 
 // Firewalld is a firewalld serving on a Bus.
 type Firewalld struct {
-	Bus *Bus
-	NS  *netns.NS
-	log string // its output
+	Bus    *Bus
+	NS     *netns.NS
+	log    string // its output
+	cmd    *exec.Cmd
+	exited <-chan struct{}
 }
 
 // firewalldTable is the table firewalld's nftables backend keeps.
@@ -204,6 +206,7 @@ func (b *Bus) StartFirewalld(t *testing.T, ns *netns.NS) *Firewalld {
 		t.Fatalf("starting firewalld: %v", err)
 	}
 	exited := stop(t, "firewalld", cmd)
+	f.cmd, f.exited = cmd, exited
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("firewalld's log:\n%s", readLog(f.log))
@@ -317,6 +320,17 @@ func (f *Firewalld) Reload(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("firewalld reload: %v", err)
+	}
+}
+
+// Stop stops firewalld (SIGTERM: it removes its ruleset, and its runtime
+// configuration is gone) and waits for it to exit. The bus stays.
+func (f *Firewalld) Stop(t *testing.T) {
+	t.Helper()
+	must(t, f.cmd.Process.Signal(syscall.SIGTERM))
+	<-f.exited
+	if hasTable(t, f.NS) {
+		t.Error("firewalld left its table behind")
 	}
 }
 

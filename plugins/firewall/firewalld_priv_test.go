@@ -97,8 +97,9 @@ func (c *ctr) sources() []string { return []string{c.v4 + "/32", c.v6 + "/128"} 
 // nothing through; new connections from outside do not reach it either).
 // The native table is not used. CHECK fails once a source is gone — taken
 // out by hand or by a firewalld reload — and a repeated ADD puts it back.
-// DEL removes exactly the attachment's sources: an administrator's source
-// that was there before ADD stays.
+// DEL removes exactly the attachment's sources, also without prevResult:
+// an administrator's source that was there before ADD stays. An
+// attachment the reference ADDed loses its sources to our DEL.
 func TestFirewalld(t *testing.T) {
 	t.Parallel()
 	w := newFirewalldWorld(t)
@@ -151,9 +152,10 @@ func TestFirewalld(t *testing.T) {
 		t.Errorf("d's claims %+v, want %+v", got, want)
 	}
 
-	// The firewall plugin's DEL alone: a keeps its veth and routes, and
-	// firewalld rejects its traffic again.
-	w.th.OK(w.call("DEL", a, conf))
+	// The firewall plugin's DEL alone, without prevResult (the record says
+	// what is a's): a keeps its veth and routes, and firewalld rejects its
+	// traffic again.
+	w.th.OK(w.call("DEL", a, firewallConf(w.fields(`,"backend":"firewalld"`), "")))
 	w.wantSources("trusted", "10.71.0.9/32", "fd00:71::9/128")
 	if cl := w.claims(a); len(cl) != 0 {
 		t.Errorf("a's claims after DEL: %+v", cl)
@@ -163,6 +165,19 @@ func TestFirewalld(t *testing.T) {
 	}
 	w.detach(a) // the whole chain: the firewall's DEL again, then bridge's
 	w.detach(d)
+	w.wantSources("trusted", "10.71.0.9/32")
+
+	// b as if ADDed by the reference plugin, whose ADD is addSource for
+	// each address and records nothing: our DEL, given prevResult, removes
+	// them as the reference's DEL would.
+	for _, src := range b.sources() {
+		w.fw.AddSource(t, "trusted", src)
+	}
+	if !trip(t, b.ns, w.outside, "192.0.2.2") {
+		t.Error("b → outside failed with its sources in trusted")
+	}
+	bprev := `{"cniVersion":"1.1.0","ips":[{"address":"` + b.v4 + `/24"},{"address":"` + b.v6 + `/64"}]}`
+	w.th.OK(w.call("DEL", b, firewallConf(w.fields(""), bprev)))
 	w.wantSources("trusted", "10.71.0.9/32")
 }
 
@@ -228,7 +243,8 @@ func TestFirewalldIngressPolicy(t *testing.T) {
 // TestFirewalldDefaultBackend: without "backend", the native backend is
 // used while firewalld is not on the system bus, and firewalld once it
 // is. "backend":"firewalld" without firewalld fails and leaves nothing.
-// DEL cleans up what either backend added, whichever is chosen then.
+// DEL cleans up what either backend added, whichever is chosen then, also
+// once firewalld has stopped.
 func TestFirewalldDefaultBackend(t *testing.T) {
 	t.Parallel()
 	w := newBusWorld(t)
@@ -260,9 +276,15 @@ func TestFirewalldDefaultBackend(t *testing.T) {
 		t.Error("f → outside failed")
 	}
 	w.detach(n)
-	w.detach(f)
 	if k := plugintest.NFTOwned(t, w.th.NS, n.owner()); k != 0 {
 		t.Errorf("%d native nftables objects of n left after DEL", k)
 	}
-	w.wantSources("trusted")
+
+	// firewalld stops, its runtime sources with it: DEL (now choosing the
+	// native backend) succeeds and drops f's record.
+	w.fw.Stop(t)
+	w.detach(f)
+	if cl := w.claims(f); len(cl) != 0 {
+		t.Errorf("f's claims after DEL with firewalld stopped: %+v", cl)
+	}
 }
