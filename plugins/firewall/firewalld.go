@@ -117,7 +117,7 @@ func addFirewalld(ctx context.Context, conn *firewalld.Conn, c *NetConf, at fire
 	}
 	undo, err := st.Set(ctx, conn, at.Owner, zone(c), sources(at.Addrs))
 	if err != nil {
-		return fmt.Errorf("firewall: %w", err)
+		return zoneError(c, err)
 	}
 	if at.Policy == firewall.PolicyOpen {
 		return nil
@@ -131,6 +131,15 @@ func addFirewalld(ctx context.Context, conn *firewalld.Conn, c *NetConf, at fire
 	return nil
 }
 
+// zoneError is err from firewalld, prefixed, or the config error naming
+// firewalldZone when firewalld knows no such zone.
+func zoneError(c *NetConf, err error) error {
+	if firewalld.Code(err) == "INVALID_ZONE" {
+		return cni.Errorf(cni.CodeInvalidNetworkConfig, "firewalldZone %q: firewalld has no such zone", zone(c))
+	}
+	return fmt.Errorf("firewall: %w", err)
+}
+
 // checkFirewalld verifies that each of at's addresses is a source of the
 // zone (the reference only fails when firewalld cannot be asked), and the
 // ingress policy's state.
@@ -139,7 +148,7 @@ func checkFirewalld(ctx context.Context, conn *firewalld.Conn, c *NetConf, at fi
 	for _, src := range sources(at.Addrs) {
 		in, err := conn.QuerySource(ctx, z, src)
 		if err != nil {
-			return fmt.Errorf("firewall: %w", err)
+			return zoneError(c, err)
 		}
 		if !in {
 			return fmt.Errorf("firewall: failed to find the address %s in %s zone", src, z)

@@ -141,6 +141,18 @@ func TestFirewalld(t *testing.T) {
 		t.Error("a → outside v6 failed after the repeated ADD")
 	}
 
+	// A zone firewalld does not know fails ADD and CHECK with code 7
+	// naming the key, and ADD records nothing.
+	for _, cmd := range []string{"ADD", "CHECK"} {
+		e := w.th.Fail(w.call(cmd, b, firewallConf(w.fields(`,"firewalldZone":"nope"`), prev)))
+		if want := `firewalldZone "nope": firewalld has no such zone`; e.Code != 7 || e.Msg != want {
+			t.Errorf("%s to an unknown zone: code %d %q, want 7 %q", cmd, e.Code, e.Msg, want)
+		}
+	}
+	if cl := w.claims(&ctr{id: b.id, network: "net1"}); len(cl) != 0 {
+		t.Errorf("claims after the failed ADD: %+v", cl)
+	}
+
 	// d's IPv4 address is a source already: the administrator's.
 	w.fw.AddSource(t, "trusted", "10.71.0.9/32")
 	d := w.attach(w.pinned("net2", "br1", "10.71.0", "fd00:71::", w.fields(`,"backend":"firewalld"`)), "d")
