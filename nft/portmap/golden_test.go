@@ -49,6 +49,7 @@ var ruleNotes4 = []string{
 	`nft add rule ip nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip nftcni_portmap prerouting ip daddr 127.0.0.0/8 return comment "` + cmtLoopback + `"`,
 	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
@@ -99,6 +100,42 @@ func TestGoldenSetupFresh(t *testing.T) {
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
 	}
+}
+
+var staticNotes6 = []string{
+	`nft add table ip6 nftcni_portmap`,
+	`nft add map ip6 nftcni_portmap hostip_ports { type ipv6_addr . inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add map ip6 nftcni_portmap ports { type inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add set ip6 nftcni_portmap hairpin { type ipv6_addr . ipv6_addr; flags interval; }`,
+	nfttest.OwnersSetNote("ip6 nftcni_portmap"),
+	`nft add chain ip6 nftcni_portmap conditional`,
+	`nft add chain ip6 nftcni_portmap hostports`,
+	`nft add chain ip6 nftcni_portmap prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap output { type nat hook output priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+	`nft add rule ip6 nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting ip6 daddr ::1 return comment "` + cmtLoopback + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap postrouting ct status dnat ip6 saddr . ip6 daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+}
+
+// The ip6 table: no localhost forwarding, and prerouting leaves ::1 alone.
+func TestGoldenSetupFresh6(t *testing.T) {
+	s := Spec{Owner: sample,
+		Mappings: []Mapping{{HostIP: netip.IPv6Loopback(), HostPort: 8080, Proto: unix.IPPROTO_TCP,
+			Target: netip.MustParseAddrPort("[fd00:88::5]:80")}},
+		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
+	}
+	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, []string{
+		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin { fd00:88::/64 . fd00:88::5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote("ip6 nftcni_portmap", sample),
+	}))
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and

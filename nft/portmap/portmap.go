@@ -29,6 +29,7 @@
 //		}
 //		chain prerouting {
 //			type nat hook prerouting priority dstnat; policy accept;
+//			ip daddr 127.0.0.0/8 return
 //			fib daddr type local jump hostports
 //		}
 //		chain output {
@@ -54,9 +55,16 @@
 //		}
 //	}
 //
-// The ip6 table is the same without localhost and input: the kernel never
-// routes ::1 off the host, so there is no localhost forwarding for IPv6
-// (as in the reference).
+// The ip6 table is the same without localhost and input, and prerouting
+// returns for ip6 daddr ::1. There is no localhost forwarding for IPv6
+// (nor in the reference): IPv6 has no route_localnet, so a packet from ::1
+// cannot leave through the interface towards the container, and a reply
+// translated back to ::1 on its way in finds no route (the kernel accepts
+// a loopback destination on lo only).
+//
+// Loopback destinations: mappings, with a hostIP in 127.0.0.0/8 or ::1 or
+// none, forward packets sent to a loopback address only when they come
+// from this host, which the hook decides (see loopbackOnlyFromHost).
 //
 // Why maps: the reference walks one rule per mapping (nft) or per
 // container (iptables) for the first packet of every connection to a
