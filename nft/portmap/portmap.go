@@ -23,6 +23,14 @@
 //			type ipv4_addr
 //			elements = { 10.1.0.5 comment "<owner tag>" }
 //		}
+//		set localnet {
+//			type ifname . ifname
+//			elements = { "cni0" . "<attachment hash>" comment "<owner tag>" }
+//		}
+//		map localnet_prior {
+//			type ifname : mark
+//			elements = { "cni0" : 0x00000000 comment "nftcni portmap: route_localnet before nftcni" }
+//		}
 //		set owners {
 //			type ifname
 //			elements = { "<attachment hash>" comment "<owner tag>" }
@@ -55,12 +63,12 @@
 //		}
 //	}
 //
-// The ip6 table is the same without localhost and input, and prerouting
-// returns for ip6 daddr ::1. There is no localhost forwarding for IPv6
-// (nor in the reference): IPv6 has no route_localnet, so a packet from ::1
-// cannot leave through the interface towards the container, and a reply
-// translated back to ::1 on its way in finds no route (the kernel accepts
-// a loopback destination on lo only).
+// The ip6 table is the same without localhost, localnet, localnet_prior
+// and input, and prerouting returns for ip6 daddr ::1. There is no
+// localhost forwarding for IPv6 (nor in the reference): IPv6 has no
+// route_localnet, so a packet from ::1 cannot leave through the interface
+// towards the container, and a reply translated back to ::1 on its way in
+// finds no route (the kernel accepts a loopback destination on lo only).
 //
 // Loopback destinations: mappings, with a hostIP in 127.0.0.0/8 or ::1 or
 // none, forward packets sent to a loopback address only when they come
@@ -82,9 +90,12 @@
 // host port that leads back into that subnet) and localhost clients are
 // masqueraded only for connections we DNATed (`ct status dnat`), and
 // hairpin covers the container's whole subnet as the reference's iptables
-// backend does. The input chain is kube-proxy's guard for CVE-2020-8558:
-// route_localnet (which localhost forwarding needs) would otherwise let
-// neighbours reach services bound to 127.0.0.1.
+// backend does. Localhost forwarding needs route_localnet on the
+// interface towards the container; localnet and localnet_prior record who
+// needs it and what to give back when nobody does (localnet.go). The
+// input chain is kube-proxy's guard for CVE-2020-8558: route_localnet
+// would otherwise let neighbours on that interface reach services bound
+// to 127.0.0.1.
 //
 // # Ownership
 //
@@ -148,6 +159,10 @@ type Spec struct {
 	// Localhost are IPv4 container addresses that 127.0.0.0/8 clients
 	// reach through a mapped port, masqueraded (snat).
 	Localhost []netip.Addr
+	// Localnet are the interfaces that route to Localhost's addresses:
+	// each gets route_localnet while it has such an attachment (see
+	// localnet.go).
+	Localnet []string
 	// Conditions4 and Conditions6 restrict the family's mappings; when
 	// set, that family's mappings are rules instead of map elements.
 	Conditions4, Conditions6 []Condition
@@ -163,6 +178,7 @@ type family struct {
 	hostIPPorts, ports           *nftables.Set
 	hairpin                      *nftables.Set
 	localhost                    *nftables.Set // nil for ip6
+	localnet, localnetPrior      *nftables.Set // nil for ip6, see localnet.go
 	owners                       *nftables.Set // owner markers, nft.OwnersSet
 }
 
@@ -209,6 +225,7 @@ func newFamily(v6 bool) *family {
 	if !v6 {
 		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
 		f.localhost = &nftables.Set{Table: t, Name: "localhost", KeyType: addr, KeyByteOrder: binaryutil.BigEndian}
+		f.localnet, f.localnetPrior = newLocalnetSets(t)
 	}
 	return f
 }
@@ -216,7 +233,7 @@ func newFamily(v6 bool) *family {
 func (f *family) sets() []*nftables.Set {
 	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpin}
 	if f.localhost != nil {
-		s = append(s, f.localhost)
+		s = append(s, f.localhost, f.localnet)
 	}
 	return s
 }
@@ -279,8 +296,9 @@ func ProtoName(p uint8) string {
 
 // planned is one owner's wanted state per family.
 type planned struct {
-	elems map[*nftables.Set][]nft.Element
-	rules map[*family][]*nftables.Rule
+	elems    map[*nftables.Set][]nft.Element
+	rules    map[*family][]*nftables.Rule
+	localnet []string // interfaces to set route_localnet on
 }
 
 func plan(s Spec) (*planned, error) {
@@ -334,6 +352,15 @@ func plan(s Spec) (*planned, error) {
 		}
 		p.elems[fam4.localhost] = append(p.elems[fam4.localhost], nft.Element{Key: a.AsSlice(), Comment: tag})
 	}
+	for _, name := range s.Localnet {
+		if name == "" || len(name) >= unix.IFNAMSIZ {
+			return nil, fmt.Errorf("invalid interface name %q", name)
+		}
+		if !slices.Contains(p.localnet, name) {
+			p.localnet = append(p.localnet, name)
+			p.elems[fam4.localnet] = append(p.elems[fam4.localnet], localnetRecord(name, s.Owner))
+		}
+	}
 	return p, nil
 }
 
@@ -352,8 +379,11 @@ func (p *planned) families() []*family {
 }
 
 // Setup makes ns (nil: the caller's) forward s's mappings, replacing
-// whatever s.Owner had before. A host port held by another owner fails the
-// whole Setup with a *ConflictError and changes nothing.
+// whatever s.Owner had before, and sets route_localnet on s.Localnet. A
+// host port held by another owner fails the whole Setup with a
+// *ConflictError and changes nothing; when route_localnet cannot be set,
+// Setup removes what it committed (the owner's state) and fails with the
+// reference's "unable to enable route_localnet: …".
 //
 // Per table, like nft.TaggedTable.Setup: when the table exists and holds
 // no marker of s.Owner (every first ADD), the fast path reads only the
@@ -406,6 +436,7 @@ func Setup(ns *netns.NS, s Spec) error {
 						return err
 					}
 				}
+				var localnetUsers map[string]bool
 				for _, set := range f.sets() {
 					want := p.elems[set]
 					var cur []nft.Element
@@ -432,6 +463,34 @@ func Setup(ns *netns.NS, s Spec) error {
 					} else {
 						b.ReplaceElements(set, cur, want, drop)
 					}
+					if set == f.localnet {
+						localnetUsers = usersAfter(cur, want, drop)
+					}
+				}
+				if f.localnetPrior != nil {
+					// The fast path saw only the wanted keys: it adds records
+					// and removes none, so it only needs to know which of its
+					// interfaces have a prior value already.
+					var priors []nft.Element
+					switch {
+					case !exists:
+					case slow:
+						priors, err = tx.Elements(f.localnetPrior)
+					default:
+						var keys []nft.Element
+						for _, name := range p.localnet {
+							keys = append(keys, nft.Element{Key: priorKey(name)})
+						}
+						priors, err = tx.Lookup(f.localnetPrior, keys)
+					}
+					if err != nil {
+						return err
+					}
+					// A restore that fails here (another interface the owner
+					// left) keeps its prior value for Teardown or GC to retry.
+					if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, !exists || slow); err != nil {
+						return err
+					}
 				}
 				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
@@ -452,12 +511,20 @@ func Setup(ns *netns.NS, s Spec) error {
 	var fast bool
 	err = c.Update(update(false, &fast))
 	var ce *ConflictError
-	if err != nil && fast && !errors.As(err, &ce) {
+	var le *localnetError
+	if err != nil && fast && !errors.As(err, &ce) && !errors.As(err, &le) {
 		err = c.Update(update(true, &fast))
 	}
 	switch {
 	case errors.As(err, &ce):
 		return err // our decision, nothing for the kernel to explain
+	case errors.As(err, &le):
+		// Committed, but localhost clients cannot use it: a failed Setup
+		// leaves nothing.
+		if _, rerr := remove(ns, s.Owner.OwnedBy); rerr != nil {
+			return errors.Join(le, rerr)
+		}
+		return le
 	case err != nil:
 		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", c.Explain(err, nft.ConcatRanges))
 	}
@@ -471,6 +538,9 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 	b.AddTable(f.table)
 	for _, s := range f.sets() {
 		b.AddSet(s)
+	}
+	if f.localnetPrior != nil {
+		b.AddSet(f.localnetPrior)
 	}
 	b.AddSet(f.owners)
 	for _, ch := range f.chains() {
@@ -543,6 +613,10 @@ type Removed struct {
 	UDP4, UDP6 []uint16
 	Elements   int
 	Rules      int
+	// Warning says route_localnet could not be given back to an
+	// interface; its prior value stays recorded and the next Teardown or
+	// GC tries again.
+	Warning error
 }
 
 // Teardown removes everything owner has. Nothing to remove writes nothing.
@@ -582,10 +656,14 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 			}
 			// The owners set is last: a marker goes with the owner's
 			// other elements (and is not counted in Removed.Elements).
+			var users map[string]bool // interfaces with localnet records left
 			for _, set := range append(f.sets(), f.owners) {
 				cur, err := tx.Elements(set)
 				if err != nil {
 					return err
+				}
+				if set == f.localnet {
+					users = usersAfter(cur, nil, func(e nft.Element) bool { return match(e.Comment) })
 				}
 				var del []nft.Element
 				for _, e := range cur {
@@ -610,6 +688,15 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 					out.Elements += len(del)
 				}
 			}
+			if f.localnetPrior != nil {
+				priors, err := tx.Elements(f.localnetPrior)
+				if err != nil {
+					return err
+				}
+				if out.Warning, err = localnetPlan(tx, ns, priors, users, nil, true); err != nil {
+					return err
+				}
+			}
 			rules, err := tx.Rules(f.conditional)
 			if err != nil {
 				return err
@@ -628,8 +715,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
 // would leave: every wanted element present with its data and tag, no
-// other element of the owner, and the right number of conditional rules
-// (rules are never compared by content).
+// other element of the owner, the right number of conditional rules
+// (rules are never compared by content), and route_localnet on for every
+// interface the owner has a localnet record for.
 func Check(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -652,9 +740,19 @@ func Check(ns *netns.NS, s Spec) error {
 					return fmt.Errorf("missing hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, w))
 				}
 			}
+			var mine []nft.Element
 			for _, e := range cur {
-				if s.Owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+				if !s.Owner.OwnedBy(e.Comment) {
+					continue
+				}
+				if !slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
 					return fmt.Errorf("unexpected hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, e))
+				}
+				mine = append(mine, e)
+			}
+			if set == f.localnet {
+				if err := checkLocalnet(ns, mine); err != nil {
+					return err
 				}
 			}
 		}
@@ -680,6 +778,9 @@ func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
 	k := e.Key
+	if set.Name == "localnet" && len(k) == 32 {
+		return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
+	}
 	if !set.IsMap {
 		if set.Interval {
 			a, _ := netip.AddrFromSlice(k[:len(k)/2])

@@ -237,3 +237,46 @@ func masqueradeFromIPv6Loopback(t *testing.T, ns *netns.NS) {
 	}})
 	plugintest.Must(t, c.Flush())
 }
+
+// TestRouteLocalnetGivenBack: route_localnet on the bridge is on while an
+// attachment with localhost forwarding uses it, and back to what it was
+// (0, or an administrator's 1) when the last one goes, by DEL or by GC.
+// The reference leaves it on for good.
+func TestRouteLocalnetGivenBack(t *testing.T) {
+	w := newWorld(t)
+	ctrA, prevA := w.attach("testnet", "a")
+	ctrB, prevB := w.attach("testnet", "b")
+	serveTCP(t, ctrB, 80)
+	const key = "net/ipv4/conf/cni0/route_localnet"
+	want := func(step, v string) {
+		t.Helper()
+		if got := plugintest.Sysctl(t, w.host.NS, key); got != v {
+			t.Errorf("%s: route_localnet of cni0 is %s, want %s", step, got, v)
+		}
+	}
+	confA := pmConf("testnet", `[{"hostPort":7001,"containerPort":80,"protocol":"tcp"}]`, prevA, "")
+	confB := pmConf("testnet", `[{"hostPort":7002,"containerPort":80,"protocol":"tcp","hostIP":"127.0.0.1"}]`, prevB, "")
+	want("before any mapping", "0")
+	w.portmapOK("ADD", ctrA, "a", confA)
+	want("after A's ADD", "1")
+	w.portmapOK("ADD", ctrB, "b", confB)
+	w.portmapOK("DEL", ctrA, "a", pmConf("testnet", "", prevA, ""))
+	want("after A's DEL, B still there", "1")
+	wantPeer(t, "B from the host's 127.0.0.1", w.host.NS, "127.0.0.1:7002", "10.88.0.1")
+	w.portmapOK("DEL", ctrB, "b", pmConf("testnet", "", prevB, ""))
+	want("after the last DEL", "0")
+
+	// GC gives it back too; an administrator's 1 stays 1.
+	w.portmapOK("ADD", ctrA, "a", confA)
+	want("after A's second ADD", "1")
+	o := plugintest.Exec(t, w.host.NS, "portmap", plugintest.Call{Command: "GC",
+		Stdin: `{"cniVersion":"1.1.0","name":"testnet","type":"portmap","cni.dev/valid-attachments":[]}`})
+	if o.Status != 0 {
+		t.Fatalf("GC: %s %s", o.Stdout, o.Stderr)
+	}
+	want("after GC", "0")
+	plugintest.Must(t, netlinkx.SetSysctl(w.host.NS, key, "1"))
+	w.portmapOK("ADD", ctrA, "a", confA)
+	w.portmapOK("DEL", ctrA, "a", pmConf("testnet", "", prevA, ""))
+	want("after ADD and DEL on a bridge the administrator had set", "1")
+}

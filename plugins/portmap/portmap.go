@@ -98,6 +98,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		}
 		return c.prev, nil
 	}
+	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
+		return nil, err
+	}
 	if err := portmap.Setup(nil, s); err != nil {
 		var ce *portmap.ConflictError
 		if errors.As(err, &ce) {
@@ -106,12 +109,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		return nil, err
 	}
 	flushUDP(a, s.Mappings)
-	if c.snat {
-		if err := enableRouteLocalnet(s.Localhost); err != nil {
-			_, _ = portmap.Teardown(nil, s.Owner) // a failed ADD leaves nothing
-			return nil, err
-		}
-	}
 	return c.prev, nil
 }
 
@@ -145,21 +142,23 @@ func flushPorts(a *cni.CmdArgs, p4, p6 []uint16) {
 	}
 }
 
-// enableRouteLocalnet lets 127.0.0.0/8 clients reach the containers:
-// after DNAT their packets leave through the interface that routes to the
-// container, which must accept a loopback source (net.ipv4.conf.<if>.
-// route_localnet). A failed route lookup skips the interface, as in the
-// reference; the setting is never reverted (other containers may share the
-// interface). Our input chain guards what route_localnet would expose.
-func enableRouteLocalnet(addrs []netip.Addr) error {
+// localnetIfaces are the interfaces that route to addrs, the containers
+// 127.0.0.0/8 clients reach: after DNAT their packets leave through it
+// with a loopback source, which it must accept (route_localnet, which
+// portmap.Setup sets and Teardown and GC give back when the interface's
+// last such attachment goes). A failed route lookup skips the address, as
+// in the reference. Our input chain guards what route_localnet would
+// expose.
+func localnetIfaces(addrs []netip.Addr) ([]string, error) {
 	if len(addrs) == 0 {
-		return nil
+		return nil, nil
 	}
 	h, err := netlinkx.Open(nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer h.Close()
+	var out []string
 	for _, a := range addrs {
 		r, err := h.RouteTo(a)
 		if err != nil || r.LinkIndex == 0 {
@@ -169,11 +168,9 @@ func enableRouteLocalnet(addrs []netip.Addr) error {
 		if err != nil {
 			continue
 		}
-		if err := netlinkx.SetSysctl(nil, "net/ipv4/conf/"+l.Name+"/route_localnet", "1"); err != nil {
-			return fmt.Errorf("unable to enable route_localnet: %w", err)
-		}
+		out = append(out, l.Name)
 	}
-	return nil
+	return out, nil
 }
 
 // cmdDel removes everything the attachment owns, whether or not the
@@ -189,8 +186,16 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
 	return nil
+}
+
+// warn logs what DEL or GC could not undo but did not fail for.
+func warn(a *cni.CmdArgs, r portmap.Removed) {
+	if r.Warning != nil {
+		a.Logf("portmap: %v (kept for the next DEL or GC to retry)", r.Warning)
+	}
 }
 
 // cmdCheck verifies that the attachment's elements are exactly those its
@@ -203,7 +208,11 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if c.prev == nil {
 		return fmt.Errorf("Required prevResult missing")
 	}
-	return portmap.Check(nil, spec(c, a))
+	s := spec(c, a)
+	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
+		return err
+	}
+	return portmap.Check(nil, s)
 }
 
 // cmdGC removes the port mappings of this network that no valid
@@ -223,6 +232,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
 	return nil
 }
