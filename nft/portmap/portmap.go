@@ -715,9 +715,10 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
 // would leave: every wanted element present with its data and tag, no
-// other element of the owner, the right number of conditional rules
-// (rules are never compared by content), and route_localnet on for every
-// interface the owner has a localnet record for.
+// other element of the owner (owner marker included), the right number of
+// conditional rules (rules are never compared by content), and
+// route_localnet on for every interface the owner has a localnet record
+// for.
 func Check(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -728,25 +729,144 @@ func Check(ns *netns.NS, s Spec) error {
 		return err
 	}
 	defer c.Close()
+	return check(c, ns, s.Owner, p, func(f *family) int { return len(p.rules[f]) })
+}
+
+// CheckRecorded verifies s.Owner's state when the runtime did not send the
+// mappings (CHECK without the portMappings capability): the mappings the
+// owner's map elements record stand in for s.Mappings, and each must
+// forward to one of addrs, the container's addresses. s describes the
+// rest as Setup would have it if the attachment forwards any port
+// (Hairpin, Localhost, Localnet); it applies only if the owner has a
+// mapping or a conditional rule, and then everything is compared as in
+// Check, except that conditional rules, which are not decoded, are taken
+// as they are. An owner without mappings must have no state at all.
+//
+// What it cannot see: mappings that are gone together with all the
+// owner's other state (a deleted table), since nothing then says they
+// existed.
+func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
+	c, err := open(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var rules map[*family]int
+	s.Mappings, rules, err = recorded(c, s.Owner, addrs)
+	if err != nil {
+		return err
+	}
+	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
+		s = Spec{Owner: s.Owner}
+	}
+	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
+	p, err := plan(s)
+	if err != nil {
+		return err
+	}
+	if len(rules) > 0 {
+		// Without this, families whose only state is rules would be
+		// expected to have no marker.
+		p.rules = map[*family][]*nftables.Rule{}
+		for f, n := range rules {
+			p.rules[f] = make([]*nftables.Rule, n)
+		}
+	}
+	return check(c, ns, s.Owner, p, func(f *family) int { return rules[f] })
+}
+
+// recorded reads back owner's mappings from its map elements, failing for
+// one that does not forward to one of addrs, and counts its conditional
+// rules per family.
+func recorded(c *nft.Conn, owner nft.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
+	var out []Mapping
+	rules := map[*family]int{}
 	for _, f := range fams {
+		for _, set := range []*nftables.Set{f.hostIPPorts, f.ports} {
+			cur, err := c.Elements(set)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, e := range cur {
+				if !owner.OwnedBy(e.Comment) {
+					continue
+				}
+				m, ok := decodeMapping(set, e)
+				if !ok {
+					return nil, nil, fmt.Errorf("malformed hostport element in %s %s map %q: key %x, data %x", familyName(f), TableName, set.Name, e.Key, e.Val)
+				}
+				if !slices.Contains(addrs, m.Target.Addr()) {
+					return nil, nil, fmt.Errorf("hostport element in %s %s map %q forwards to %s, which is not an address of the container %v: %s",
+						familyName(f), TableName, set.Name, m.Target.Addr(), addrs, describeElem(set, e))
+				}
+				out = append(out, m)
+			}
+		}
+		rs, err := c.Rules(f.conditional)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range rs {
+			if owner.OwnedBy(r.Comment) {
+				rules[f]++
+			}
+		}
+	}
+	return out, rules, nil
+}
+
+// decodeMapping is the mapping a port-map element holds.
+func decodeMapping(set *nftables.Set, e nft.Element) (Mapping, bool) {
+	var m Mapping
+	k := e.Key
+	if set.Name == "hostip_ports" {
+		if len(k) != 12 && len(k) != 24 {
+			return m, false
+		}
+		n := len(k) - 8
+		m.HostIP, _ = netip.AddrFromSlice(k[:n])
+		k = k[n:]
+	}
+	if len(k) != 8 || (len(e.Val) != 8 && len(e.Val) != 20) {
+		return m, false
+	}
+	m.Proto, m.HostPort = k[0], binary.BigEndian.Uint16(k[4:6])
+	n := len(e.Val) - 4
+	a, _ := netip.AddrFromSlice(e.Val[:n])
+	m.Target = netip.AddrPortFrom(a, binary.BigEndian.Uint16(e.Val[n:n+2]))
+	return m, true
+}
+
+// check compares owner's state with p: elements exactly, owner markers,
+// the number of conditional rules (rules(f) per family), and
+// route_localnet for the owner's localnet records.
+func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f *family) int) error {
+	active := p.families()
+	for _, f := range fams {
+		want := map[*nftables.Set][]nft.Element{f.owners: nil}
+		if slices.Contains(active, f) {
+			want[f.owners] = []nft.Element{owner.Marker()}
+		}
 		for _, set := range f.sets() {
+			want[set] = p.elems[set]
+		}
+		for _, set := range append(f.sets(), f.owners) {
 			cur, err := c.Elements(set)
 			if err != nil {
 				return err
 			}
-			want := p.elems[set]
-			for _, w := range want {
+			for _, w := range want[set] {
 				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return nft.SameElement(e, w) }) {
-					return fmt.Errorf("missing hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, w))
+					return fmt.Errorf("missing hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, w))
 				}
 			}
 			var mine []nft.Element
 			for _, e := range cur {
-				if !s.Owner.OwnedBy(e.Comment) {
+				if !owner.OwnedBy(e.Comment) {
 					continue
 				}
-				if !slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
-					return fmt.Errorf("unexpected hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, e))
+				if !slices.ContainsFunc(want[set], func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+					return fmt.Errorf("unexpected hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, e))
 				}
 				mine = append(mine, e)
 			}
@@ -756,21 +876,28 @@ func Check(ns *netns.NS, s Spec) error {
 				}
 			}
 		}
-		rules, err := c.Rules(f.conditional)
+		rs, err := c.Rules(f.conditional)
 		if err != nil {
 			return err
 		}
 		n := 0
-		for _, r := range rules {
-			if s.Owner.OwnedBy(r.Comment) {
+		for _, r := range rs {
+			if owner.OwnedBy(r.Comment) {
 				n++
 			}
 		}
-		if n != len(p.rules[f]) {
-			return fmt.Errorf("missing hostport rules in %q chain: %d of the container's rules found, %d expected", f.conditional.Name, n, len(p.rules[f]))
+		if want := rules(f); n != want {
+			return fmt.Errorf("missing hostport rules in %s %s chain %q: %d of the container's rules found, %d expected", familyName(f), TableName, f.conditional.Name, n, want)
 		}
 	}
 	return nil
+}
+
+func setKind(s *nftables.Set) string {
+	if s.IsMap {
+		return "map"
+	}
+	return "set"
 }
 
 func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
@@ -778,8 +905,13 @@ func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
 	k := e.Key
-	if set.Name == "localnet" && len(k) == 32 {
-		return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
+	switch set.Name {
+	case nft.OwnersSetName:
+		return fmt.Sprintf("%q", k)
+	case "localnet":
+		if len(k) == 32 {
+			return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
+		}
 	}
 	if !set.IsMap {
 		if set.Interval {
