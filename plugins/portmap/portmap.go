@@ -155,12 +155,12 @@ func flushPorts(a *cni.CmdArgs, p4, p6 []uint16) {
 }
 
 // localnetIfaces are the interfaces that route to addrs, the containers
-// 127.0.0.0/8 clients reach: after DNAT their packets leave through it
-// with a loopback source, which it must accept (route_localnet, which
-// portmap.Setup sets and Teardown and GC give back when the interface's
-// last such attachment goes). A failed route lookup skips the address, as
-// in the reference. Our input chain guards what route_localnet would
-// expose.
+// 127.0.0.0/8 clients reach: after DNAT those clients' packets leave
+// through such an interface with a loopback source, which it must accept
+// (route_localnet, which portmap.Setup sets and Teardown and GC give back
+// when the interface's last such attachment goes). A failed route lookup
+// skips the address, as in the reference. Our input chain guards what
+// route_localnet would expose.
 func localnetIfaces(addrs []netip.Addr) ([]string, error) {
 	if len(addrs) == 0 {
 		return nil, nil
