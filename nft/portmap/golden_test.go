@@ -296,6 +296,36 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	}
 }
 
+// masqAll: each address's hairpin element covers every source, in both
+// families; localhost and localnet are as without it.
+func TestGoldenSetupMasqAll(t *testing.T) {
+	s := Spec{
+		Owner: nfttest.Third,
+		Mappings: []Mapping{
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.9:80")},
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("[fd00:88::9]:80")},
+		},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24"), netip.MustParsePrefix("fd00:88::9/64")},
+		MasqAll:   true,
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
+	}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin { 0.0.0.0/0 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+	}, staticNotes6, []string{
+		`nft add element ip6 nftcni_portmap ports { tcp . 9090 : fd00:88::9 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin { ::/0 . fd00:88::9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote("ip6 nftcni_portmap", nfttest.Third),
+	}))
+}
+
 // When the fast path's batch is refused, Setup runs once more on the slow
 // path; a conflict, by contrast, is final (TestConflictSendsNothing).
 func TestSetupFallsBackToSlowPath(t *testing.T) {

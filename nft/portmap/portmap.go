@@ -90,12 +90,14 @@
 // host port that leads back into that subnet) and localhost clients are
 // masqueraded only for connections we DNATed (`ct status dnat`), and
 // hairpin covers the container's whole subnet as the reference's iptables
-// backend does. Localhost forwarding needs route_localnet on the
-// interface towards the container; localnet and localnet_prior record who
-// needs it and what to give back when nobody does (localnet.go). The
-// input chain is kube-proxy's guard for CVE-2020-8558: route_localnet
-// would otherwise let neighbours on that interface reach services bound
-// to 127.0.0.1.
+// backend does. masqAll (Spec.MasqAll) widens an address's hairpin element
+// to every source (0.0.0.0/0 . addr): all clients of its mapped ports are
+// masqueraded, with the same rule and still one element per address.
+// Localhost forwarding needs route_localnet on the interface towards the
+// container; localnet and localnet_prior record who needs it and what to
+// give back when nobody does (localnet.go). The input chain is
+// kube-proxy's guard for CVE-2020-8558: route_localnet would otherwise let
+// neighbours on that interface reach services bound to 127.0.0.1.
 //
 // # Ownership
 //
@@ -156,6 +158,11 @@ type Spec struct {
 	// Hairpin are container addresses with their prefix length whose
 	// subnet is masqueraded when it reaches a mapped port of theirs (snat).
 	Hairpin []netip.Prefix
+	// MasqAll widens Hairpin from the subnet to every source address (the
+	// masqAll key): any client reaching a mapped port of these addresses is
+	// masqueraded, so the container sees the host's address instead of the
+	// client's. The element becomes 0.0.0.0/0 . addr (::/0 . addr).
+	MasqAll bool
 	// Localhost are IPv4 container addresses that 127.0.0.0/8 clients
 	// reach through a mapped port, masqueraded (snat).
 	Localhost []netip.Addr
@@ -336,6 +343,9 @@ func plan(s Spec) (*planned, error) {
 		bits := pf.Bits()
 		if pf.Addr().Is4In6() {
 			bits = max(bits-96, 0)
+		}
+		if s.MasqAll {
+			bits = 0
 		}
 		sub := netip.PrefixFrom(a, bits).Masked()
 		f := famOf(a)
