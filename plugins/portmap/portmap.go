@@ -51,9 +51,10 @@ func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name
 // spec turns the config into what the data plane wants for one attachment,
 // all but Spec.Localnet (localnetIfaces). forwarding says whether the
 // attachment forwards any port: hairpin and localhost masquerade come with
-// any mapping, whatever its family.
+// any mapping, whatever its family. masqAll widens hairpin to every client
+// and, like it, needs snat.
 func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
-	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6}
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, MasqAll: c.MasqAll}
 	for _, cip := range containerPrefixes(c, a) {
 		addr := cip.Addr().Unmap()
 		for _, m := range c.mappings {
