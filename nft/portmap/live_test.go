@@ -246,3 +246,29 @@ func TestLiveLocalnetAfterCrash(t *testing.T) {
 		nfttest.ExpectOwned(t, w.ns, "after the failed Setup")
 	})
 }
+
+// masqAll's hairpin element (0.0.0.0/0 . addr) overlaps a stale subnet
+// element of the same address left by another owner (a missed DEL): the
+// new owner's Setup takes the address over in either direction, as
+// without masqAll.
+func TestLiveMasqAllTakesOver(t *testing.T) {
+	ns := privtest.NewNS(t)
+	a := nft.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
+	spec := func(o nft.Owner, port uint16, masqAll bool) Spec {
+		return Spec{Owner: o, MasqAll: masqAll,
+			Mappings: []Mapping{{HostPort: port, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.9.0.5:80")}},
+			Hairpin:  []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")},
+		}
+	}
+	for _, step := range []Spec{spec(a, 8080, false), spec(b, 8081, true), spec(a, 8082, false)} {
+		if err := Setup(ns, step); err != nil {
+			t.Fatalf("Setup of %s (masqAll %v): %v", step.Owner.ContainerID, step.MasqAll, err)
+		}
+		if err := Check(ns, step); err != nil {
+			t.Errorf("Check of %s (masqAll %v): %v", step.Owner.ContainerID, step.MasqAll, err)
+		}
+	}
+	ta, tb := a.Tag(), b.Tag()
+	nfttest.ExpectOwned(t, ns, "a took the address back", "ip ports "+ta, "ip ports "+tb, "ip hairpin "+ta, "ip owners "+ta, "ip owners "+tb)
+}
