@@ -17,8 +17,31 @@ import (
 // the generation the attempt started at, and its batch is committed only
 // if the ruleset is still at that generation.
 type Tx struct {
-	c *Conn
-	b *Batch
+	c     *Conn
+	b     *Batch
+	after []func() error
+}
+
+// AfterCommit registers f to run once this attempt's batch is committed
+// (or, when it is empty, once its reads are known to be consistent),
+// while Update still holds the writer lock; f's error becomes Update's.
+// An attempt that is redone drops what it registered.
+//
+// Why: state outside nftables that follows state inside it (a sysctl the
+// elements say is needed) must change only after the elements saying so
+// are committed, and before another nftcni writer of the namespace reads
+// them.
+func (tx *Tx) AfterCommit(f func() error) { tx.after = append(tx.after, f) }
+
+// runAfter runs tx's AfterCommit functions in order, stopping at the first
+// error.
+func (tx *Tx) runAfter() error {
+	for _, f := range tx.after {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Batch is the batch this attempt will commit.
@@ -120,14 +143,14 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 				return err
 			}
 			if now == gen {
-				return nil
+				return tx.runAfter()
 			}
 			last = errGenChanged
 			continue
 		}
 		err = c.sendBatch(msgs, &gen, false)
 		if err == nil {
-			return nil
+			return tx.runAfter()
 		}
 		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
 			return err

@@ -84,7 +84,7 @@ func writeInitramfs(file string, s imageSpec) error {
 
 	// Programs tests talk to, with their libraries, where the host has them.
 	for _, name := range s.programs {
-		prog, ok := findProgram(name)
+		prog, ok := FindProgram(name)
 		if !ok {
 			continue
 		}

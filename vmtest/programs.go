@@ -30,9 +30,9 @@ var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 
 const guestLibDir = "/lib/x86_64-linux-gnu"
 
-// findProgram looks a program up like the tests do: PATH, then the sbin
+// FindProgram looks a program up like the tests do: PATH, then the sbin
 // directories a non-login PATH may lack.
-func findProgram(name string) (string, bool) {
+func FindProgram(name string) (string, bool) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, true
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/internal/privtest"
 )
 
 // Config errors are found before anything is changed, so these run the
@@ -24,6 +25,11 @@ func conf(version, fieldsJSON, prev string) string {
 	return c
 }
 
+// noBus is the error of the firewalld backend where no system bus listens
+// (plugintest.Main points the tests' DBUS_SYSTEM_BUS_ADDRESS nowhere).
+var noBus = "firewalld backend: connecting to the system bus: dial unix " +
+	strings.TrimPrefix(privtest.NoSystemBus, "unix:path=") + ": connect: no such file or directory"
+
 func TestConfigErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, cmd, stdin string
@@ -32,7 +38,11 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no prevResult", "ADD", conf("1.0.0", "", ""), 999, "missing prevResult from earlier plugin"},
 		{"CHECK without prevResult", "CHECK", conf("1.0.0", "", ""), 999, "missing prevResult from earlier plugin"},
-		{"firewalld", "ADD", conf("1.0.0", `,"backend":"firewalld"`, bridgePrev), 2, `backend "firewalld" is not supported yet`},
+		{"firewalld without a system bus", "ADD", conf("1.0.0", `,"backend":"firewalld"`, bridgePrev), 999, noBus},
+		{"relative firewalldStateDir", "ADD", conf("1.0.0", `,"firewalldStateDir":"state"`, bridgePrev), 7, `firewalldStateDir "state" is not an absolute path`},
+		{"DEL, relative firewalldStateDir", "DEL", conf("1.0.0", `,"firewalldStateDir":"state"`, ""), 7, `firewalldStateDir "state" is not an absolute path`},
+		{"GC, relative firewalldStateDir", "GC", conf("1.1.0", `,"firewalldStateDir":"state","cni.dev/valid-attachments":[]`, ""), 7,
+			`firewalldStateDir "state" is not an absolute path`},
 		{"unknown ingress policy", "ADD", conf("1.0.0", `,"ingressPolicy":"closed"`, bridgePrev), 999, `unknown ingress policy: "closed"`},
 		{"same-bridge without interfaces", "ADD", conf("1.0.0", `,"ingressPolicy":"same-bridge"`, noIfPrev), 999,
 			`interface needs to be set for ingress policy "same-bridge", make sure to chain "firewall" plugin with "bridge"`},

@@ -3,7 +3,8 @@
 // administrator's chain first, and optionally isolates bridges from each
 // other (ingressPolicy). It behaves like the reference firewall plugin,
 // with native nftables instead of the reference's iptables backend
-// (nft/firewall); see README.md for the differences.
+// (nft/firewall) and, like the reference, firewalld's zones when firewalld
+// runs (firewalld.go); see README.md for the differences.
 package firewall
 
 import (
@@ -51,8 +52,8 @@ type NetConf struct {
 	cni.NetConf
 	Backend                string `json:"backend"`
 	IptablesAdminChainName string `json:"iptablesAdminChainName"`
-	// FirewalldZone is accepted and unused: it only means something to
-	// the firewalld backend, which we do not have yet.
+	// FirewalldZone is the zone the firewalld backend puts the
+	// container's addresses in; "" means trusted.
 	FirewalldZone string `json:"firewalldZone"`
 	IngressPolicy string `json:"ingressPolicy"`
 	// NftablesAcceptChains (ours, opt-in) names chains of the host's own
@@ -60,6 +61,9 @@ type NetConf struct {
 	// container's accepts: a forward chain with policy drop would drop
 	// its packets whatever our table accepts.
 	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
+	// FirewalldStateDir is ours: where the firewalld backend records the
+	// sources it added; "" means firewalld.DefaultStateDir.
+	FirewalldStateDir string `json:"firewalldStateDir"`
 }
 
 // The reference's ingressPolicy values.
@@ -82,19 +86,18 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	return &c, nil
 }
 
-// checkBackend accepts every backend value the reference accepts except
-// firewalld: "iptables" and anything else (which the reference reads as
-// "auto") mean our native nftables rules.
+// checkBackend accepts every backend value, as the reference does, and
+// the firewalld backend's own keys. "iptables" means our native nftables
+// rules; anything but "firewalld" is read as absent, as the reference
+// reads it (firewalldBackend decides).
 func checkBackend(c *NetConf, a *cni.CmdArgs) error {
 	switch c.Backend {
-	case "firewalld":
-		return cni.NewError(cni.CodeUnsupportedField, `backend "firewalld" is not supported yet`,
-			`the firewall plugin has only its native nftables backend; omit "backend" or set it to "iptables"`)
-	case "", "iptables":
+	case "", "iptables", "firewalld":
 	default:
-		a.Logf("firewall: backend %q is not a backend name; using the native nftables backend", c.Backend)
+		a.Logf("firewall: backend %q is not a backend name; choosing as without one (firewalld if it runs, else native nftables)", c.Backend)
 	}
-	return nil
+	_, err := sourceStore(c)
+	return err
 }
 
 // policy parses ingressPolicy with the reference's error text.
@@ -207,8 +210,9 @@ func prevResult(c *NetConf) (*cni.Result, error) {
 }
 
 // cmdAdd installs the attachment's state and passes prevResult through
-// unchanged. It is one nftables batch: a failed ADD changed nothing.
-func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+// unchanged. Natively it is one nftables batch: a failed ADD changed
+// nothing; under firewalld a failed ADD takes back what it added.
+func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return nil, err
@@ -224,26 +228,43 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return nil, err
+	}
+	if fwd != nil {
+		defer fwd.Close()
+		if err := addFirewalld(ctx, fwd, conf, at); err != nil {
+			return nil, err
+		}
+		return prev, nil
+	}
 	if err := firewall.Setup(nil, at); err != nil {
 		return nil, err
 	}
 	return prev, nil
 }
 
-// cmdDel removes everything carrying the attachment's owner tag, with or
-// without prevResult and whatever became of the namespace (the reference
-// removes only the rules for prevResult's addresses): in our table,
-// iptables-nft's FORWARD chains and the nftablesAcceptChains. As in the
-// reference, an unknown ingressPolicy still fails DEL — after the
-// cleanup; so does a mistake in nftablesAcceptChains (the entries that
-// parse are cleaned up).
-func cmdDel(_ context.Context, a *cni.CmdArgs) error {
+// cmdDel removes everything carrying the attachment's owner tag — in our
+// table, iptables-nft's FORWARD chains and the nftablesAcceptChains — and
+// the firewalld sources recorded for it, with or without prevResult and
+// whatever became of the namespace (the reference removes only the rules
+// for prevResult's addresses). As in the reference, an unknown
+// ingressPolicy still fails DEL — after the cleanup; so does a mistake in
+// nftablesAcceptChains (the entries that parse are cleaned up).
+func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
+	if _, err := sourceStore(conf); err != nil {
+		return err
+	}
 	chains, chainsErr := acceptChains(conf)
 	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a), chains); err != nil {
+		return err
+	}
+	if err := delFirewalld(ctx, conf, a); err != nil {
 		return err
 	}
 	if _, err = policy(conf); err != nil {
@@ -256,8 +277,9 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 // the table's rules, the admin chain and its jump, the attachment's
 // elements (the reference checks its iptables rules, not the ingress
 // policy; we check that too), and its rules in iptables-nft's FORWARD
-// chains and the nftablesAcceptChains.
-func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+// chains and the nftablesAcceptChains; under firewalld, the addresses in
+// the zone and the ingress policy.
+func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
@@ -273,15 +295,24 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return err
+	}
+	if fwd != nil {
+		defer fwd.Close()
+		return checkFirewalld(ctx, fwd, conf, at)
+	}
 	if err := firewall.Check(nil, at); err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
 	return nil
 }
 
-// cmdGC removes this network's state that belongs to none of the valid
+// cmdGC removes this network's state — nftables elements and rules, in
+// others' chains too, recorded firewalld sources — that belongs to none of the valid
 // attachments; without a valid-attachments list nothing is collected.
-func cmdGC(_ context.Context, a *cni.CmdArgs) error {
+func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
@@ -291,5 +322,11 @@ func cmdGC(_ context.Context, a *cni.CmdArgs) error {
 		a.Logf("firewall: GC without cni.dev/valid-attachments: nothing collected")
 		return nil
 	}
-	return firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts))
+	if _, err := sourceStore(conf); err != nil {
+		return err
+	}
+	if err := firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
+		return err
+	}
+	return gcFirewalld(ctx, conf, atts)
 }

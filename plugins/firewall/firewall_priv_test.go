@@ -331,7 +331,7 @@ func TestCheck(t *testing.T) {
 		{"other address", firewallConf("", `{"cniVersion":"1.1.0","ips":[{"address":"10.62.0.200/24"}]}`),
 			"firewall: address 10.62.0.200: no element for this attachment in set inet nftcni_firewall owners4"},
 		{"other admin chain", firewallConf(`,"iptablesAdminChainName":"NOPE"`, prev), "firewall: admin chain inet nftcni_firewall NOPE not found"},
-		{"firewalld", firewallConf(`,"backend":"firewalld"`, prev), `backend "firewalld" is not supported yet`},
+		{"firewalld without a system bus", firewallConf(`,"backend":"firewalld"`, prev), noBus},
 	} {
 		if e := w.th.Fail(plugintest.Cmd("CHECK", a.ns, "a", tt.conf)); e.Msg != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, e.Msg, tt.want)
