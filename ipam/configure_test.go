@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
@@ -175,7 +176,11 @@ func TestRouteMetrics(t *testing.T) {
 		dst         string
 		mtu, advmss int
 	}{{"192.0.2.0/24", 1300, 1000}, {"fd02::/64", 1280, 1100}, {"0.0.0.0/0", 0, 0}} {
-		rt := routeTo(t, ch, want.dst)
+		rts := plugintest.RoutesTo(t, ch, want.dst)
+		if len(rts) != 1 {
+			t.Fatalf("routes to %s: %+v", want.dst, rts)
+		}
+		rt := rts[0]
 		if rt.MTU != want.mtu || rt.AdvMSS != want.advmss {
 			t.Errorf("route %s: mtu %d advmss %d, want %d %d", want.dst, rt.MTU, rt.AdvMSS, want.mtu, want.advmss)
 		}
@@ -218,26 +223,6 @@ func TestRouteMetrics(t *testing.T) {
 	if addrs, _ := ch2.Addrs("eth0", unix.AF_INET); len(addrs) != 0 {
 		t.Errorf("addresses applied before the refusal: %v", addrs)
 	}
-}
-
-func routeTo(t *testing.T, h *netlinkx.Handle, dst string) netlinkx.Route {
-	t.Helper()
-	p := netip.MustParsePrefix(dst)
-	fam := unix.AF_INET
-	if p.Addr().Is6() {
-		fam = unix.AF_INET6
-	}
-	rs, err := h.Routes(fam, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rs {
-		if r.Dst == p {
-			return r
-		}
-	}
-	t.Fatalf("no route to %s in %v", dst, rs)
-	return netlinkx.Route{}
 }
 
 // sendUnfragmented sends size bytes of UDP from a socket in from that
