@@ -30,14 +30,16 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Plugin is the sbr plugin. It holds no state outside the container and
-// delegates to nothing, so GC and STATUS are the dispatcher's default
-// success.
+// Plugin is the sbr plugin. Its rules, tables and routes are inside the
+// container's namespace and go with it, and it delegates to nothing: GC
+// has nothing to collect, and ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:  "sbr",
-	Add:   cmdAdd,
-	Del:   cmdDel,
-	Check: cmdCheck,
+	Name:   "sbr",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cni.NothingToCollect,
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, err := loadConf(stdin)
 		return err
