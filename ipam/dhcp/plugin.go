@@ -1,6 +1,7 @@
 // Package dhcp is the "dhcp" IPAM plugin: a thin RPC client of the dhcp
-// daemon (package daemon), which owns the leases, runs the DHCPv4 client
-// inside container namespaces and renews leases in the background.
+// daemon (package daemon), which owns the leases, runs the DHCPv4 and
+// DHCPv6 clients inside container namespaces and renews leases in the
+// background.
 //
 // The plugin and the daemon speak the reference's RPC (wire.go), so
 // either can be replaced by the reference binary. Where we differ (DEL
@@ -106,7 +107,14 @@ func call(ctx context.Context, c *rpc.Client, method string, args, reply any) er
 	return nil
 }
 
+// cmdAdd asks the daemon for the leases of the config's families and
+// checks that the answer has them all (a reference daemon leases IPv4
+// only; the runtime then DELs, which releases it).
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	fams, err := familiesOf(a.StdinData)
+	if err != nil {
+		return nil, err
+	}
 	c, args, err := connect(ctx, a)
 	if err != nil {
 		return nil, err
@@ -116,7 +124,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err := call(ctx, c, MethodAllocate, args, &reply); err != nil {
 		return nil, err
 	}
-	return reply.ToResult(), nil
+	res := reply.ToResult()
+	if err := checkFamilies(res, fams); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // cmdDel releases the lease. An unreachable daemon is not an error: the
