@@ -83,6 +83,18 @@ type Server struct {
 // stopped when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, true, extra)
+}
+
+// StartV4 is Start without DHCPv6: a server that never answers a DHCPv6
+// client.
+func StartV4(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	return start(t, false, extra)
+}
+
+func start(t testing.TB, v6 bool, extra []string) *Server {
+	t.Helper()
 	bin := Require(t)
 	ns := privtest.NewNS(t)
 	h := privtest.Handle(t, ns)
@@ -110,9 +122,12 @@ func Start(t testing.TB, extra ...string) *Server {
 		"--dhcp-option=option:dns-server,10.99.0.53,10.99.0.54",
 		"--dhcp-option=option:domain-name,example.test",
 		"--dhcp-option=option:domain-search,example.test,corp.test",
-		"--dhcp-range=" + First6.String() + "," + Last6.String() + ",64,2m",
-		"--dhcp-option=option6:dns-server,[fd00:99::53]",
-		"--dhcp-option=option6:domain-search,example.test,corp.test",
+	}
+	if v6 {
+		args = append(args,
+			"--dhcp-range="+First6.String()+","+Last6.String()+",64,2m",
+			"--dhcp-option=option6:dns-server,[fd00:99::53]",
+			"--dhcp-option=option6:domain-search,example.test,corp.test")
 	}
 	s.cmd = exec.Command(bin, append(args, extra...)...)
 	s.cmd.Stderr = &s.stderr

@@ -63,15 +63,8 @@ func familiesOf(data []byte) ([]Family, error) {
 // the dual-stack attachment it configured.
 func checkFamilies(res *cni.Result, want []Family) error {
 	for _, f := range want {
-		found := false
-		for _, ip := range res.IPs {
-			if (f == IPv4) == ip.Address.Addr().Is4() {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("dhcp: the DHCP daemon returned no %s address although ipam.ipFamilies asks for one (does the daemon lease %s?)",
+		if !slices.ContainsFunc(res.IPs, func(ip *cni.IPConfig) bool { return (f == IPv4) == ip.Address.Addr().Is4() }) {
+			return fmt.Errorf("dhcp: the DHCP daemon returned no %s address although ipam.ipFamilies asks for one (a daemon without %s?)",
 				f.display(), f.protocol())
 		}
 	}
