@@ -198,11 +198,7 @@ func (l Lease) Is6() bool { return l.IAID != "" }
 // Leases reads the lease file (no file yet: none).
 func (s *Server) Leases(t testing.TB) []Lease {
 	t.Helper()
-	data, err := os.ReadFile(s.LeaseFile)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	must(t, err)
+	data := s.leaseFile(t)
 	var out []Lease
 	v6 := false
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -225,6 +221,32 @@ func (s *Server) Leases(t testing.TB) []Lease {
 		out = append(out, l)
 	}
 	return out
+}
+
+// leaseFile reads the lease file (no file yet: empty) once two reads a
+// moment apart agree: dnsmasq rewrites it in place (truncate, then
+// write), so a single read can catch it empty.
+func (s *Server) leaseFile(t testing.TB) []byte {
+	t.Helper()
+	read := func() []byte {
+		data, err := os.ReadFile(s.LeaseFile)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		must(t, err)
+		return data
+	}
+	prev := read()
+	for range 100 {
+		time.Sleep(5 * time.Millisecond)
+		cur := read()
+		if bytes.Equal(cur, prev) {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatalf("dnsmasq's lease file %s keeps changing", s.LeaseFile)
+	return nil
 }
 
 // LeaseOfIP returns the lease of address ip (either family), if any.
