@@ -148,9 +148,10 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	return call(ctx, c, MethodRelease, args, &Empty{})
 }
 
-// cmdCheck asks our daemon whether a live lease exists (a reference
-// daemon has no Check: then Allocate, as the reference plugin does) and
-// that its address is the one in prevResult, when there is one.
+// cmdCheck asks our daemon whether the live leases exist (a reference
+// daemon has no Check: then Allocate, as the reference plugin does), one
+// per family of ipam.ipFamilies, and that their addresses are in
+// prevResult, when there is one.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	c, args, err := connect(ctx, a)
 	if err != nil {
@@ -164,6 +165,15 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		err = call(ctx, c, MethodAllocate, args, &reply)
 	} else if err != nil {
 		err = fmt.Errorf("error calling %s: %w", MethodCheck, err)
+	}
+	if err != nil {
+		return err
+	}
+	// Our daemon's Check fails by itself when a family has no lease; a
+	// reference daemon's Allocate answers IPv4 only.
+	fams, err := familiesOf(a.StdinData)
+	if err == nil {
+		err = checkFamilies(reply.ToResult(), fams)
 	}
 	if err != nil {
 		return err

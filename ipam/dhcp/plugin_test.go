@@ -204,16 +204,20 @@ func TestReferenceDaemon(t *testing.T) {
 	plugintest.MustSucceed(t, dhcp.Plugin, call("DEL", "1.1.0", ""))
 	plugintest.MustSucceed(t, dhcp.Plugin, plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", sock, "")})
 	// A dual-stack config: the reference daemon leases IPv4 only, which
-	// ADD must not pass off as the whole answer.
+	// ADD and CHECK must not pass off as the whole answer.
 	dual := call("ADD", "1.1.0", "")
 	dual.Stdin = confIPAM("1.1.0", sock, dualStack, "")
-	if e := plugintest.MustFail(t, dhcp.Plugin, dual); e.Code != 999 ||
-		e.Msg != "dhcp: the DHCP daemon returned no IPv6 address although ipam.ipFamilies asks for one (a daemon without DHCPv6?)" {
-		t.Errorf("dual-stack ADD: %d %q", e.Code, e.Msg)
+	for _, cmd := range []string{"ADD", "CHECK"} {
+		dual.Command = cmd
+		if e := plugintest.MustFail(t, dhcp.Plugin, dual); e.Code != 999 ||
+			e.Msg != "dhcp: the DHCP daemon returned no IPv6 address although ipam.ipFamilies asks for one (a daemon without DHCPv6?)" {
+			t.Errorf("dual-stack %s: %d %q", cmd, e.Code, e.Msg)
+		}
 	}
 	wantCalls := []string{
 		"Allocate c1 eth0 /var/run/netns/c1", "Allocate c1 eth0 /var/run/netns/c1",
-		"Allocate c1 eth0 /var/run/netns/c1", "Release c1", "Allocate c1 eth0 /var/run/netns/c1",
+		"Allocate c1 eth0 /var/run/netns/c1", "Release c1",
+		"Allocate c1 eth0 /var/run/netns/c1", "Allocate c1 eth0 /var/run/netns/c1",
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
