@@ -69,6 +69,8 @@ type Server struct {
 	H         *netlinkx.Handle
 	Dir       string
 	LeaseFile string
+	bin       string
+	args      []string
 	cmd       *exec.Cmd
 	exited    chan struct{}
 	stderr    bytes.Buffer
@@ -107,9 +109,9 @@ func start(t testing.TB, v6 bool, extra []string) *Server {
 	must(t, h.AddAddr(Bridge, netip.PrefixFrom(ServerAddr6, Subnet6.Bits()), netlinkx.AddrOpts{NoDAD: true}))
 	must(t, h.SetUp(Bridge))
 
-	s := &Server{NS: ns, H: h, Dir: t.TempDir(), exited: make(chan struct{})}
+	s := &Server{NS: ns, H: h, Dir: t.TempDir(), bin: bin}
 	s.LeaseFile = filepath.Join(s.Dir, "leases")
-	args := []string{
+	s.args = []string{
 		"--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts", "--no-resolv",
 		"--port=0", "--user=root", "--group=root",
 		"--interface=" + Bridge, "--bind-interfaces",
@@ -124,34 +126,39 @@ func start(t testing.TB, v6 bool, extra []string) *Server {
 		"--dhcp-option=option:domain-search,example.test,corp.test",
 	}
 	if v6 {
-		args = append(args,
+		s.args = append(s.args,
 			"--dhcp-range="+First6.String()+","+Last6.String()+",64,2m",
 			"--dhcp-option=option6:dns-server,[fd00:99::53]",
 			"--dhcp-option=option6:domain-search,example.test,corp.test")
 	}
-	s.cmd = exec.Command(bin, append(args, extra...)...)
+	s.args = append(s.args, extra...)
+	s.launch(t)
+	t.Cleanup(s.stop)
+	return s
+}
+
+// launch starts dnsmasq and waits until it is ready: it wrote its pid
+// file (after binding).
+func (s *Server) launch(t testing.TB) {
+	t.Helper()
+	pid := filepath.Join(s.Dir, "pid")
+	os.Remove(pid)
+	s.stderr.Reset()
+	s.exited = make(chan struct{})
+	s.cmd = exec.Command(s.bin, s.args...)
 	s.cmd.Stderr = &s.stderr
-	if err := netns.StartIn(ns, s.cmd); err != nil {
+	if err := netns.StartIn(s.NS, s.cmd); err != nil {
 		t.Fatalf("starting dnsmasq: %v", err)
 	}
-	go func() { s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(5 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-	// dnsmasq is ready once it wrote its pid file (after binding).
+	cmd, exited := s.cmd, s.exited
+	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(s.Dir, "pid")); err == nil {
-			break
+		if _, err := os.Stat(pid); err == nil {
+			return
 		}
 		select {
-		case <-s.exited:
+		case <-exited:
 			t.Fatalf("dnsmasq exited: %s", s.stderr.String())
 		default:
 		}
@@ -160,7 +167,33 @@ func start(t testing.TB, v6 bool, extra []string) *Server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return s
+}
+
+// stop ends dnsmasq: SIGTERM, then SIGKILL after 5 s.
+func (s *Server) stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// Forget restarts dnsmasq without its leases, as a server without
+// persistent lease storage comes back: the lease file keeps only the
+// server's DUID, so DHCPv6 clients still address the same server.
+func (s *Server) Forget(t testing.TB) {
+	t.Helper()
+	s.stop()
+	var keep []byte
+	for _, line := range strings.SplitAfter(string(s.leaseFile(t)), "\n") {
+		if strings.HasPrefix(line, "duid ") {
+			keep = append(keep, line...)
+		}
+	}
+	must(t, os.WriteFile(s.LeaseFile, keep, 0o644))
+	s.launch(t)
 }
 
 // Attach connects ns to the server with a veth pair, ifname in ns and the
