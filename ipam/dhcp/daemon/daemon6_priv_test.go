@@ -203,3 +203,32 @@ func TestNoDHCPv6Server(t *testing.T) {
 	h.ok(call("ADD", ctr, "c1", h.conf("")))
 	h.leaseOf(mac)
 }
+
+// TestServerForgets: the server restarts without its leases. At T1 the
+// daemon's Renew is answered NoBinding, and it solicits anew — with the
+// same DUID and IAID, dnsmasq hands out the same address again. The
+// lease is then maintained and released as before.
+func TestServerForgets(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	conf := h.conf(`,"ipFamilies":["ipv6"]`)
+	ctr, _ := h.ctr()
+	out := h.ok(call("ADD", ctr, "c1", conf))
+	a := netip.MustParsePrefix(addResults(t, out, 1).IPs[0].Address).Addr()
+	before := h.leaseAt(a)
+	h.srv.Forget(t)
+	if _, ok := h.srv.LeaseOfIP(t, a); ok {
+		t.Fatal("dnsmasq still has the lease")
+	}
+	after := h.leaseAt(a)
+	if after.Expiry <= before.Expiry || after.ClientID != before.ClientID || after.IAID != before.IAID {
+		t.Errorf("leased again as %+v, first as %+v", after, before)
+	}
+	if log := h.srv.Log(); !strings.Contains(log, "lease not found") {
+		t.Errorf("dnsmasq never answered NoBinding:\n%s", log)
+	}
+	h.ok(call("CHECK", ctr, "c1", withPrev(conf, out)))
+	h.ok(call("DEL", ctr, "c1", conf))
+	h.waitReleasedIP(a)
+	h.wantStateFiles(0)
+}
