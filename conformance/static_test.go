@@ -298,8 +298,9 @@ func TestStaticDirectCommands(t *testing.T) {
 	}
 }
 
-// TestStaticAddressSources: CNI_ARGS IP/GATEWAY are appended, args.cni.ips
-// replaces, runtimeConfig.ips replaces again.
+// TestStaticAddressSources: CNI_ARGS IP entries are appended and GATEWAY
+// goes to those entries only, args.cni.ips replaces, runtimeConfig.ips
+// replaces again.
 func TestStaticAddressSources(t *testing.T) {
 	t.Parallel()
 	base := `{"type":"static","ipam":{"addresses":[{"address":"10.1.1.1/24","gateway":"10.1.1.254"}]}}`
@@ -309,8 +310,9 @@ func TestStaticAddressSources(t *testing.T) {
 		name, cniArgs, plugin string
 		want                  string // 1.1.0 ips, compact
 	}{
-		{"CNI_ARGS IP appended, GATEWAY assigned by subnet", " IP=10.1.1.9/24, 10.2.2.2/16 ;GATEWAY=10.2.0.1,10.1.1.200",
-			base, `[{"address":"10.1.1.1/24","gateway":"10.1.1.200"},{"address":"10.1.1.9/24","gateway":"10.1.1.200"},{"address":"10.2.2.2/16","gateway":"10.2.0.1"}]`},
+		{"CNI_ARGS IP appended, GATEWAY assigned to them by subnet", " IP=10.1.1.9/24, 10.2.2.2/16 ;GATEWAY=10.2.0.1,10.1.1.200",
+			base, `[{"address":"10.1.1.1/24","gateway":"10.1.1.254"},{"address":"10.1.1.9/24","gateway":"10.1.1.200"},{"address":"10.2.2.2/16","gateway":"10.2.0.1"}]`},
+		{"GATEWAY without IP keeps the configured gateway", "GATEWAY=10.1.1.200", base, `[{"address":"10.1.1.1/24","gateway":"10.1.1.254"}]`},
 		{"CNI_ARGS unknown key ignored with IgnoreUnknown", "K8S_POD_NAME=web-0;IgnoreUnknown=true;IP=10.1.1.9/24",
 			base, `[{"address":"10.1.1.1/24","gateway":"10.1.1.254"},{"address":"10.1.1.9/24"}]`},
 		{"GATEWAY matching nothing is ignored", "GATEWAY=192.168.9.9", base, `[{"address":"10.1.1.1/24","gateway":"10.1.1.254"}]`},

@@ -129,13 +129,13 @@ func TestLiveMeasureGrowth(t *testing.T) {
 					Hairpin:   []netip.Prefix{p},
 					Localhost: []netip.Addr{p.Addr()}})
 			},
-			func(ns *netns.NS, i int) error { _, err := portmap.Teardown(ns, owner(i)); return err }},
+			func(ns *netns.NS, i int) error { _, err := portmap.Teardown(ns, owner(i), nil); return err }},
 		{"firewall",
 			func(ns *netns.NS, i int) error {
 				return firewall.Setup(ns, firewall.Attachment{Owner: owner(i), Addrs: []netip.Addr{prefix(i).Addr()},
 					Bridge: "br0", Policy: firewall.PolicySameBridge})
 			},
-			func(ns *netns.NS, i int) error { return firewall.Teardown(ns, owner(i)) }},
+			func(ns *netns.NS, i int) error { return firewall.Teardown(ns, owner(i), nil) }},
 	}
 	cpu := func() time.Duration {
 		var ru unix.Rusage

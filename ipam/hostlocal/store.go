@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/crashpoint"
 	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
@@ -411,12 +412,18 @@ func (s *store) releaseAddrs(id, ifname string, addrs []netip.Addr) error {
 }
 
 // remove deletes the reservation file name and its owner link, if any.
-// A file already gone is success.
+// A file already gone is success. The owner link goes first: a process
+// killed in between leaves a reservation without a link, which is read as
+// any other (ownerLink); the other way round would leave a link that the
+// next scan removes anyway.
 func (s *store) remove(l listing, name string) error {
 	if h, ok := l.owner[name]; ok {
 		_ = unix.Unlinkat(s.dirFD, ownerLink(h, name), 0)
 	}
-	if err := unix.Unlinkat(s.dirFD, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	crashpoint.Hit("hostlocal:release:before") // owner link gone
+	err := unix.Unlinkat(s.dirFD, name, 0)
+	crashpoint.Hit("hostlocal:release:after")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return &os.PathError{Op: "remove", Path: s.path(name), Err: err}
 	}
 	return nil

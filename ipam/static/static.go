@@ -2,9 +2,10 @@
 // addresses its config (or the runtime) names and keeps no state.
 //
 // It behaves like the reference static plugin, quirks included: CNI_ARGS IP
-// entries are appended to the configured list, args.cni.ips replaces the
-// list and runtimeConfig.ips replaces it again; CHECK only catches a
-// gateway mismatch for addresses present in prevResult.
+// entries are appended to the configured list and CNI_ARGS GATEWAY applies
+// to those entries only, args.cni.ips replaces the list and
+// runtimeConfig.ips replaces it again (dropping any GATEWAY); CHECK only
+// catches a gateway mismatch for addresses present in prevResult.
 package static
 
 import (
@@ -18,13 +19,16 @@ import (
 	"github.com/nftcni/nftcni/cni"
 )
 
-// Plugin is the static IPAM plugin. DEL needs nothing (no state) and does
-// not even read the config, like the reference.
+// Plugin is the static IPAM plugin. It keeps no state: DEL needs nothing
+// and does not even read the config, like the reference; GC has nothing to
+// collect; its addresses come from the config, so it is always ready.
 var Plugin = &cni.Plugin{
 	Name:     "static",
 	Add:      cmdAdd,
 	Del:      func(context.Context, *cni.CmdArgs) error { return nil },
 	Check:    cmdCheck,
+	GC:       cni.NothingToCollect,
+	Status:   cni.AlwaysReady,
 	Validate: validate,
 }
 
@@ -84,12 +88,13 @@ func load(data []byte, envArgs string) (*config, error) {
 		text    string
 		prefix  netip.Prefix
 		parsed  bool
+		fromEnv bool // a CNI_ARGS IP entry: the only kind GATEWAY applies to
 		gateway netip.Addr
 	}
 	var list []pending
 	for _, a := range n.IPAM.Addresses {
 		p := pending{text: a.Address}
-		if pr, err := netip.ParsePrefix(a.Address); err == nil {
+		if pr, err := cni.ParsePrefix(a.Address); err == nil {
 			p.prefix, p.parsed = pr, true
 		}
 		if a.Gateway != nil && *a.Gateway != "" {
@@ -113,22 +118,26 @@ func load(data []byte, envArgs string) (*config, error) {
 		if ipArg != "" {
 			for _, item := range strings.Split(ipArg, ",") {
 				s := strings.TrimSpace(item)
-				pr, err := netip.ParsePrefix(s)
+				pr, err := cni.ParsePrefix(s)
 				if err != nil {
 					return nil, fmt.Errorf("the 'ip' field is expected to be in CIDR notation, got: '%s'", s)
 				}
-				list = append(list, pending{text: s, prefix: pr, parsed: true})
+				list = append(list, pending{text: s, prefix: pr, parsed: true, fromEnv: true})
 			}
 		}
+		// Each GATEWAY goes to every CNI_ARGS IP entry whose subnet holds
+		// it, a later one winning. The reference parses the configured
+		// addresses only after this point, so they never match and keep
+		// their own gateway (or none); GATEWAY without IP changes nothing
+		// but must still parse.
 		if gwArg != "" {
 			for _, item := range strings.Split(gwArg, ",") {
-				gw, err := netip.ParseAddr(strings.TrimSpace(item))
-				if err != nil || gw.Zone() != "" {
+				gw, err := cni.ParseAddr(strings.TrimSpace(item))
+				if err != nil {
 					return nil, fmt.Errorf("invalid gateway address: %s", item)
 				}
-				gw = gw.Unmap()
 				for i := range list {
-					if list[i].parsed && list[i].prefix.Masked().Contains(gw) {
+					if list[i].fromEnv && list[i].prefix.Masked().Contains(gw) {
 						list[i].gateway = gw
 					}
 				}
@@ -138,7 +147,7 @@ func load(data []byte, envArgs string) (*config, error) {
 	replace := func(entries []string) error {
 		list = list[:0]
 		for _, e := range entries {
-			pr, err := netip.ParsePrefix(e)
+			pr, err := cni.ParsePrefix(e)
 			if err != nil {
 				return fmt.Errorf("an entry in the 'ips' field is NOT in CIDR notation, got: '%s'", e)
 			}
@@ -163,9 +172,6 @@ func load(data []byte, envArgs string) (*config, error) {
 			return nil, fmt.Errorf("the 'address' field is expected to be in CIDR notation, got: '%s'", p.text)
 		}
 		pr := p.prefix
-		if pr.Addr().Is4In6() && pr.Bits() >= 96 {
-			pr = netip.PrefixFrom(pr.Addr().Unmap(), pr.Bits()-96)
-		}
 		if pr.Addr().Is4() {
 			v4++
 		} else {
@@ -237,7 +243,7 @@ func validate(conf []byte) error {
 	var n netConf
 	if json.Unmarshal(conf, &n) == nil && n.IPAM != nil {
 		for i, a := range n.IPAM.Addresses {
-			if _, perr := netip.ParsePrefix(a.Address); perr != nil {
+			if _, perr := cni.ParsePrefix(a.Address); perr != nil {
 				return cni.ConfigError(fmt.Sprintf("ipam.addresses[%d].address", i), "%v: write an address with its prefix length, e.g. \"10.10.0.2/24\"", err)
 			}
 			if a.Gateway != nil && *a.Gateway != "" {

@@ -2,12 +2,16 @@ package portmap
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
@@ -21,14 +25,81 @@ var sample, other = nfttest.Sample, nfttest.Other
 const tbl = "ip nftcni_portmap"
 
 // web is sample's spec: tcp 8080 → 10.88.0.5:80 with hairpin and
-// localhost masquerade.
+// localhost masquerade through cni0.
 var web = Spec{
 	Owner: sample,
 	Mappings: []Mapping{{HostPort: 8080, Proto: unix.IPPROTO_TCP,
 		Target: netip.MustParseAddrPort("10.88.0.5:80")}},
 	Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24")},
 	Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+	Localnet:  []string{"cni0"},
 }
+
+// Golden tests run Setup and Teardown in the caller's namespace (nil), the
+// machine's: its sysctls must never be touched. Tests that get that far
+// fake them (fakeSysctls); anything else fails loudly. Live tests pass
+// their own namespace.
+func init() {
+	real := sysctls
+	sysctls.get = func(ns *netns.NS, name string) (string, error) {
+		if ns == nil {
+			panic("test reads sysctl " + name + " of the machine's namespace")
+		}
+		return real.get(ns, name)
+	}
+	sysctls.set = func(ns *netns.NS, name, value string) error {
+		if ns == nil {
+			panic("test writes sysctl " + name + " of the machine's namespace")
+		}
+		return real.set(ns, name, value)
+	}
+}
+
+// fakeSysctls replaces the sysctls of the namespace with vals for the
+// test and returns the log of writes ("name=value").
+func fakeSysctls(t *testing.T, vals map[string]string) *[]string {
+	t.Helper()
+	saved := sysctls
+	t.Cleanup(func() { sysctls = saved })
+	var writes []string
+	sysctls.get = func(_ *netns.NS, name string) (string, error) {
+		v, ok := vals[name]
+		if !ok {
+			return "", fs.ErrNotExist
+		}
+		return v, nil
+	}
+	sysctls.set = func(_ *netns.NS, name, value string) error {
+		if _, ok := vals[name]; !ok {
+			return fs.ErrNotExist
+		}
+		vals[name] = value
+		writes = append(writes, name+"="+value)
+		return nil
+	}
+	return &writes
+}
+
+const cni0Localnet = "net/ipv4/conf/cni0/route_localnet"
+
+func wantWrites(t *testing.T, got *[]string, want ...string) {
+	t.Helper()
+	if !slices.Equal(*got, want) {
+		t.Errorf("sysctl writes %q, want %q", *got, want)
+	}
+}
+
+// localnetNote is the element of o's localnet record for cni0, as in nft
+// commands; priorNote is cni0's entry in localnet_prior.
+func localnetNote(o nft.Owner, withComment bool) string {
+	n := `"cni0" . "` + o.AttachmentHash() + `"`
+	if withComment {
+		n += ` comment "` + o.Tag() + `"`
+	}
+	return `{ ` + n + ` }`
+}
+
+const priorNote = `{ "cni0" : 0x00000000 comment "` + priorComment + `" }`
 
 var staticNotes4 = []string{
 	`nft add table ip nftcni_portmap`,
@@ -37,6 +108,8 @@ var staticNotes4 = []string{
 	`nft add map ip nftcni_portmap hairpins { type ipv4_addr : verdict; }`,
 	`nft add set ip nftcni_portmap hairpin_local { type ipv4_addr . ipv4_addr; }`,
 	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
+	`nft add set ip nftcni_portmap localnet { type ifname . ifname; }`,
+	`nft add map ip nftcni_portmap localnet_prior { type ifname : mark; }`,
 	nfttest.OwnersSetNote(tbl),
 	`nft add chain ip nftcni_portmap conditional`,
 	`nft add chain ip nftcni_portmap hostports`,
@@ -50,6 +123,7 @@ var ruleNotes4 = []string{
 	`nft add rule ip nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip nftcni_portmap prerouting ip daddr 127.0.0.0/8 return comment "` + cmtLoopback + `"`,
 	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap postrouting ct status dnat ip daddr vmap @hairpins comment "` + cmtHairpin + `"`,
@@ -58,9 +132,20 @@ var ruleNotes4 = []string{
 }
 
 // hairpin24Notes create the hairpin chain of /24 containers.
-var hairpin24Notes = []string{
-	`nft add chain ip nftcni_portmap hairpin_24`,
-	`nft add rule ip nftcni_portmap hairpin_24 ip daddr . ip saddr & 255.255.255.0 @hairpin_local masquerade comment "nftcni portmap v2: hairpin from the /24 subnet (ip)"`,
+var hairpin24Notes = hairpinNotes("ip", 24, "255.255.255.0")
+
+// hairpinNotes create family fam's hairpin chain of prefix length bits,
+// whose mask nft prints as mask.
+func hairpinNotes(fam string, bits int, mask string) []string {
+	what := fmt.Sprintf("from the /%d subnet", bits)
+	if bits == 0 {
+		what = "from any source (masqAll)"
+	}
+	ch := fmt.Sprintf("%s nftcni_portmap hairpin_%d", fam, bits)
+	return []string{
+		`nft add chain ` + ch,
+		`nft add rule ` + ch + ` ` + fam + ` daddr . ` + fam + ` saddr & ` + mask + ` @hairpin_local masquerade comment "nftcni portmap v2: hairpin ` + what + ` (` + fam + `)"`,
+	}
 }
 
 // otherSpec is other's spec in existing: udp 5353 → 10.88.0.7:5353.
@@ -81,26 +166,64 @@ func comments(f *family) map[string][]string {
 	return m
 }
 
-// existing is a ruleset where sample holds tcp 8080 and other udp 5353.
+// pm is o's tag on portmap's rules in foreign chains.
+func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+
+// acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
+// of the accept for connections DNATed to addr:port over proto, with o's
+// tag.
+func acceptNote(proto, addr, port string, o nft.Owner) string {
+	cmd := "iptables-nft"
+	if strings.Contains(addr, ":") {
+		cmd = "ip6tables-nft"
+	}
+	return cmd + ` -I FORWARD -m conntrack --ctstate DNAT --ctproto ` + proto + ` --ctreplsrc ` + addr + ` --ctreplsrcport ` + port +
+		` -m comment --comment "` + pm(o) + `" -j ACCEPT`
+}
+
+// createNotes create iptables-nft's filter table and FORWARD chain of
+// family fam, as iptables-nft itself would.
+func createNotes(fam string) []string {
+	return []string{
+		`nft add table ` + fam + ` filter`,
+		`nft create chain ` + fam + ` filter FORWARD { type filter hook forward priority filter; policy accept; }`,
+	}
+}
+
+// existing is a ruleset where sample holds tcp 8080 and other udp 5353,
+// with iptables-nft's FORWARD chain holding their accepts, one of
+// Docker's, and sample's firewall rule.
 func existing() nfttest.State {
+	chains := comments(fam4)
+	chains["ip filter FORWARD"] = []string{sample.Tag(), pm(sample), "docker", pm(other)}
 	return nfttest.State{
 		Gen:    41,
-		Tables: map[string]bool{"ip nftcni_portmap": true},
-		Chains: comments(fam4),
+		Tables: map[string]bool{"ip nftcni_portmap": true, "ip filter": true},
+		Chains: chains,
 		Sets: map[string][]nfttest.Elem{
 			"ip nftcni_portmap ports": {
 				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
 				{Key: []byte{17, 0, 0, 0, 0x14, 0xe9, 0, 0}, Val: []byte{10, 88, 0, 7, 0x14, 0xe9, 0, 0}, Comment: other.Tag()},
 			},
-			"ip nftcni_portmap hairpins":      {{Key: []byte{10, 88, 0, 5}, Jump: "hairpin_24", Comment: sample.Tag()}},
-			"ip nftcni_portmap hairpin_local": {{Key: []byte{10, 88, 0, 5, 10, 88, 0, 0}, Comment: sample.Tag()}},
-			"ip nftcni_portmap localhost":     {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
-			"ip nftcni_portmap owners":        {nfttest.MarkerWith(sample, record(web)), nfttest.MarkerWith(other, record(otherSpec))},
+			"ip nftcni_portmap hairpins":       {{Key: []byte{10, 88, 0, 5}, Jump: "hairpin_24", Comment: sample.Tag()}},
+			"ip nftcni_portmap hairpin_local":  {{Key: []byte{10, 88, 0, 5, 10, 88, 0, 0}, Comment: sample.Tag()}},
+			"ip nftcni_portmap localhost":      {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
+			"ip nftcni_portmap localnet":       {localnetElem(localnetRecord("cni0", sample))},
+			"ip nftcni_portmap localnet_prior": {{Key: priorKey("cni0"), Val: []byte{0, 0, 0, 0}, Comment: priorComment}},
+			"ip nftcni_portmap owners":         {nfttest.MarkerWith(sample, record(web)), nfttest.MarkerWith(other, record(otherSpec))},
 		},
 	}
 }
 
+func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, Comment: e.Comment} }
+
+// A first Setup records cni0's route_localnet (0) and its own use of it,
+// and sets it only after the commit. On a host without iptables-nft
+// tables, the FORWARD chain is created as iptables-nft would (a DROP
+// policy set later keeps the accept); there is no IPv6 mapping, so no ip6
+// chain.
 func TestGoldenSetupFresh(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
@@ -108,32 +231,85 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5"),
+		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
+		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
+		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5 ncni0"),
+	}, createNotes("ip"), []string{
+		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
 	}
+	wantWrites(t, writes, cni0Localnet+"=1")
+}
+
+var staticNotes6 = []string{
+	`nft add table ip6 nftcni_portmap`,
+	`nft add map ip6 nftcni_portmap hostip_ports { type ipv6_addr . inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add map ip6 nftcni_portmap ports { type inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add map ip6 nftcni_portmap hairpins { type ipv6_addr : verdict; }`,
+	`nft add set ip6 nftcni_portmap hairpin_local { type ipv6_addr . ipv6_addr; }`,
+	nfttest.OwnersSetNote("ip6 nftcni_portmap"),
+	`nft add chain ip6 nftcni_portmap conditional`,
+	`nft add chain ip6 nftcni_portmap hostports`,
+	`nft add chain ip6 nftcni_portmap prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap output { type nat hook output priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+	`nft add rule ip6 nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting ip6 daddr ::1 return comment "` + cmtLoopback + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap postrouting ct status dnat ip6 daddr vmap @hairpins comment "` + cmtHairpin + `"`,
+}
+
+// The ip6 table: no localhost forwarding, and prerouting leaves ::1 alone.
+// ip6tables-nft's FORWARD chain is created for the accept, as ip6tables-nft
+// would; there is no IPv4 mapping, so no ip chain.
+func TestGoldenSetupFresh6(t *testing.T) {
+	s := Spec{Owner: sample,
+		Mappings: []Mapping{{HostIP: netip.IPv6Loopback(), HostPort: 8080, Proto: unix.IPPROTO_TCP,
+			Target: netip.MustParseAddrPort("[fd00:88::5]:80")}},
+		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
+	}
+	writes := fakeSysctls(t, map[string]string{})
+	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, hairpinNotes("ip6", 64, "ffff:ffff:ffff:ffff::"), []string{
+		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpins { fd00:88::5 : jump hairpin_64 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::5 . fd00:88:: comment "` + tag + `" }`,
+		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", sample, "6:8080>[fd00:88::5]:80@::1 hfd00:88::5/64"),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::5", "80", sample),
+	}))
+	wantWrites(t, writes)
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
 // no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
 	}
+	wantWrites(t, writes, cni0Localnet+"=1")
 }
 
 // A marker without a record (from before records) makes a repeated
 // Setup read whole sets, and the marker gets its record.
 func TestSetupAgainWithoutRecord(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	f := nfttest.Run(t, &open, st, func() error { return Setup(nil, web) })
-	if d := f.Dumps(); len(d) != len(fam4.sets()) {
-		t.Errorf("dumps %q, want one per set (slow path)", d)
+	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
+		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
 	}
+	wantWrites(t, writes, cni0Localnet+"=1")
 	nfttest.Golden(t, "setup_again_record", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		nfttest.DelMarkerNote(tbl, sample),
 		nfttest.CreateMarkerWithNote(tbl, sample, record(web)),
@@ -150,7 +326,9 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 			Target: netip.MustParseAddrPort("10.88.0.9:80")}},
 		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24")},
 		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
 	}
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
@@ -158,14 +336,20 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		`nft create element ip nftcni_portmap hairpins { 10.88.0.9 : jump hairpin_24 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.9 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
 		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
+	// cni0 has a prior value already (sample's): it is looked up, not
+	// read from the sysctl again.
+	wantWrites(t, writes, cni0Localnet+"=1")
 	// No table for ip6: not even the marker is asked for there.
 	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpins",
-		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost"}
+		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet",
+		"get ip nftcni_portmap localnet_prior"}
 	if !slices.Equal(f.Reads, want) {
 		t.Errorf("reads %q, want %q", f.Reads, want)
 	}
@@ -177,8 +361,11 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
+	// The localnet record is per attachment: sample's stays (until its
+	// DEL or GC) beside the new one.
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
@@ -187,16 +374,57 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
 		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
+		acceptNote("6", "10.88.0.5", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
 }
 
+// masqAll: each address's hairpin element covers every source, in both
+// families; localhost, localnet and the forward accepts are as without it
+// (existing() has no ip6 filter table: ip6tables-nft's FORWARD chain is
+// created).
+func TestGoldenSetupMasqAll(t *testing.T) {
+	s := Spec{
+		Owner: nfttest.Third,
+		Mappings: []Mapping{
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.9:80")},
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("[fd00:88::9]:80")},
+		},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24"), netip.MustParsePrefix("fd00:88::9/64")},
+		MasqAll:   true,
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
+	}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
+	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.9 : jump hairpin_0 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.9 . 0.0.0.0 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, rec),
+	}, staticNotes6, hairpinNotes("ip6", 0, "::"), []string{
+		`nft add element ip6 nftcni_portmap ports { tcp . 9090 : fd00:88::9 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpins { fd00:88::9 : jump hairpin_0 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::9 . :: comment "` + tag + `" }`,
+		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", nfttest.Third, rec),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::9", "80", nfttest.Third),
+	}))
+}
+
 // When the fast path's batch is refused, Setup runs once more on the slow
 // path; a conflict, by contrast, is final (TestConflictSendsNothing).
 func TestSetupFallsBackToSlowPath(t *testing.T) {
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
 	nfttest.Use(t, &open, f)
 	s := web
@@ -208,8 +436,8 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 	if len(f.Batches) != 2 {
 		t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
 	}
-	if d := f.Dumps(); len(d) != len(fam4.sets()) {
-		t.Errorf("dumps %q, want one per set (the slow path's)", d)
+	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
+		t.Errorf("dumps %q, want one per set and localnet_prior (the slow path's)", d)
 	}
 }
 
@@ -234,34 +462,41 @@ func TestConflictSendsNothing(t *testing.T) {
 	t.Log(err)
 }
 
+// Teardown of an owner without localnet records: cni0 keeps sample's, so
+// its route_localnet stays.
 func TestGoldenTeardown(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
 	f := nfttest.Run(t, &open, existing(), func() (err error) {
-		removed, err = Teardown(nil, other)
+		removed, err = Teardown(nil, other, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
 		nfttest.DelMarkerNote(tbl, other),
+		`nft delete rule ip filter FORWARD handle 5`,
 	})
-	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
+	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 || removed.Foreign != 1 {
 		t.Errorf("removed %+v", removed)
 	}
 	if d := f.Dumps(); len(d) != 0 {
-		t.Errorf("dumps %q, want none (the marker's record: lookups)", d)
+		t.Errorf("dumps %q, want none (the marker's record, without localnet records: lookups)", d)
 	}
+	wantWrites(t, writes)
 }
 
 // A marker without a record: Teardown reads whole sets (layout v1's
-// hairpin set too) and the conditional chain.
+// hairpin set too) and the conditional chain. Sample's was cni0's last
+// localnet record: route_localnet gets its prior value back.
 func TestGoldenTeardownWithoutRecord(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
 		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 	}
 	f := nfttest.Run(t, &open, st, func() error {
-		_, err := Teardown(nil, sample)
+		_, err := Teardown(nil, sample, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
@@ -269,13 +504,21 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap localnet ` + localnetNote(sample, false),
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
 		nfttest.DelMarkerNote(tbl, sample),
+		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
+		`nft delete rule ip filter FORWARD handle 3`,
 	})
+	wantWrites(t, writes, cni0Localnet+"=0")
 }
 
-// GC with only other valid removes sample's elements.
+// GC with only other valid removes sample's elements and its accept, not
+// the firewall's rule of the same attachment. Sample's was cni0's last
+// localnet record: route_localnet gets its prior value back before the
+// batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error {
 		_, err := GC(nil, sample.Network, []nft.Owner{other})
 		return err
@@ -285,8 +528,46 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap localnet ` + localnetNote(sample, false),
 		nfttest.DelMarkerNote(tbl, sample),
+		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
+		`nft delete rule ip filter FORWARD handle 3`,
 	})
+	wantWrites(t, writes, cni0Localnet+"=0")
+}
+
+// A restore that fails keeps the prior value for later and is reported,
+// without failing the Teardown; an interface that is gone needs none.
+func TestTeardownRestoreFails(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     error
+		keep    bool
+		message string
+	}{
+		{"interface gone", fs.ErrNotExist, false, ""},
+		{"write refused", fs.ErrPermission, true, "restoring route_localnet=0 on cni0: permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeSysctls(t, map[string]string{})
+			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
+			var removed Removed
+			f := nfttest.Run(t, &open, existing(), func() (err error) {
+				removed, err = Teardown(nil, sample, nil)
+				return err
+			})
+			deletesPrior := false
+			for _, m := range f.Only(t) {
+				deletesPrior = deletesPrior || strings.Contains(string(m.Data), "localnet_prior")
+			}
+			if deletesPrior == tc.keep {
+				t.Errorf("localnet_prior deleted: %v, want %v", deletesPrior, !tc.keep)
+			}
+			if got := fmt.Sprint(removed.Warning); (removed.Warning != nil || tc.message != "") && got != tc.message {
+				t.Errorf("warning %q, want %q", got, tc.message)
+			}
+		})
+	}
 }
 
 // The record round-trips through specOf.
@@ -297,18 +578,26 @@ func TestRecord(t *testing.T) {
 	},
 		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24"), netip.MustParsePrefix("fd00:88::5/64")},
 		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+		Localnet:  []string{"cni0", "br-1"},
 	}
-	back, err := specOf(sample, record(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1, _ := plan(s)
-	p2, _ := plan(back)
-	for _, f := range fams {
-		for _, set := range f.sets() {
-			if !slices.EqualFunc(p1.elems[set], p2.elems[set], nft.SameElement) {
-				t.Errorf("%s: from the record %v, want %v", set.Name, p2.elems[set], p1.elems[set])
+	masqAll := s
+	masqAll.MasqAll = true
+	for _, s := range []Spec{s, masqAll} {
+		back, err := specOf(sample, record(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1, _ := plan(s)
+		p2, _ := plan(back)
+		for _, f := range fams {
+			for _, set := range f.sets() {
+				if !slices.EqualFunc(p1.elems[set], p2.elems[set], nft.SameElement) {
+					t.Errorf("masqAll %v, %s: from the record %v, want %v", s.MasqAll, set.Name, p2.elems[set], p1.elems[set])
+				}
 			}
+		}
+		if !slices.Equal(p1.localnet, p2.localnet) {
+			t.Errorf("masqAll %v: localnet from the record %q, want %q", s.MasqAll, p2.localnet, p1.localnet)
 		}
 	}
 	withConds := s
@@ -322,11 +611,40 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
 	nfttest.SendsNothing(t, &open, existing(), func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
+}
+
+// Check compares the record in the owner's marker with the elements by
+// what it plans, not by its text: Teardown looks up only what the record
+// plans, so a record that disagrees with the elements fails Check.
+func TestCheckRecord(t *testing.T) {
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	nfttest.Use(t, &open, &nfttest.Fake{State: existing()})
+	if err := Check(nil, web); err != nil {
+		t.Errorf("Check of existing(): %v", err)
+	}
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{ // web's record, words in another order
+		nfttest.MarkerWith(sample, "ncni0 l10.88.0.5 h10.88.0.5/24 6:8080>10.88.0.5:80"),
+		nfttest.MarkerWith(other, record(otherSpec)),
+	}
+	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	if err := Check(nil, web); err != nil {
+		t.Errorf("Check with a record in another order: %v", err)
+	}
+	stale := web
+	stale.Mappings = []Mapping{{HostPort: 9999, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	st = existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.MarkerWith(sample, record(stale)), nfttest.MarkerWith(other, record(otherSpec))}
+	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	want := `owner marker in ip nftcni_portmap set "owners": record "` + record(stale) + `" does not match the elements of map "ports"`
+	if err := Check(nil, web); err == nil || err.Error() != want {
+		t.Errorf("Check with a stale record: %v\nwant %s", err, want)
+	}
 }

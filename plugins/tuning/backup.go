@@ -79,10 +79,19 @@ func readFile(path string) ([]byte, error) {
 
 // removeFile removes path; already gone is fine.
 func removeFile(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeBackup(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("failed to remove file %v: %w", path, err)
 	}
 	return nil
+}
+
+// removeBackup is the one place a backup file is removed (DEL, a failed
+// ADD, GC): a step the crash suite can kill.
+func removeBackup(path string) error {
+	crashpoint.Hit("tuning:remove:before")
+	err := os.Remove(path)
+	crashpoint.Hit("tuning:remove:after")
+	return err
 }
 
 // writeFileAtomic writes data to dir/name with mode 0600 through a
@@ -195,7 +204,7 @@ func collect(dir, network string, keep map[string]bool) error {
 		if json.Unmarshal(data, &b) != nil || b.Network != network {
 			continue
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeBackup(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing stale backup: %w", err))
 		}
 	}

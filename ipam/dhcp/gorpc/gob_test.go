@@ -97,9 +97,11 @@ func ourReply() *dhcp.Reply {
 	return &dhcp.Reply{
 		CNIVersion: "1.1.0",
 		Interfaces: []*dhcp.ReplyInterface{{Name: "eth0", Mtu: 9000}, {}},
-		IPs:        []*dhcp.ReplyIP{{Interface: &one, Address: dhcp.IPNet{IP: []byte{10, 0, 0, 7}, Mask: []byte{255, 255, 0, 0}}}, {Interface: &zero}},
-		Routes:     []*dhcp.ReplyRoute{{Dst: dhcp.IPNet{IP: make([]byte, 4), Mask: make([]byte, 4)}, GW: []byte{10, 0, 0, 1}, Scope: &zero}},
-		DNS:        dhcp.ReplyDNS{Nameservers: []string{"1.1.1.1"}, Options: []string{}},
+		IPs: []*dhcp.ReplyIP{{Interface: &one, Address: dhcp.IPNet{IP: []byte{10, 0, 0, 7}, Mask: []byte{255, 255, 0, 0}}}, {Interface: &zero},
+			// a DHCPv6 lease, as a dual-stack daemon answers
+			{Address: dhcp.IPNet{IP: net.ParseIP("fd00:99::5"), Mask: net.CIDRMask(64, 128)}}},
+		Routes: []*dhcp.ReplyRoute{{Dst: dhcp.IPNet{IP: make([]byte, 4), Mask: make([]byte, 4)}, GW: []byte{10, 0, 0, 1}, Scope: &zero}},
+		DNS:    dhcp.ReplyDNS{Nameservers: []string{"1.1.1.1"}, Options: []string{}},
 	}
 }
 
