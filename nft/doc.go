@@ -51,7 +51,11 @@
 //     slow path, which stays the reference semantics (TaggedTable.Setup).
 //     A Teardown reads nothing without the owner's marker, looks up the
 //     recorded elements with one, and reads whole sets only for a marker
-//     without a record. Known limit: state written by an nftcni without
+//     without a record. Two reads still grow: our rules in other owners'
+//     chains are found by comment, so those chains are read whole (but
+//     not iptables-nft's for an owner without a marker, which has none
+//     there), and portmap reads its localnet records whole when an owner
+//     gives up an interface. Known limit: state written by an nftcni without
 //     markers has none, so an owner's first Setup after an upgrade does
 //     not see its own elements with other keys than the ones it wants, and
 //     its DEL does not see them at all; GC, which reads whole sets, removes

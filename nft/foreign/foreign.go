@@ -374,22 +374,9 @@ func creatable(r Reader, c Chain) (create, addTable bool, err error) {
 // (see creatable); a missing named chain fails.
 func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	rules := c.encode(want)
-	exists, err := tx.ChainExists(c.nft())
-	if err != nil {
+	exists, err := ensure(tx, c, len(rules) > 0)
+	if err != nil || !exists {
 		return err
-	}
-	if !exists {
-		if !c.Iptables {
-			return fmt.Errorf("chain %s (nftablesAcceptChains) not found", c)
-		}
-		if len(rules) == 0 {
-			return nil
-		}
-		create, addTable, err := creatable(tx, c)
-		if err != nil || !create {
-			return err
-		}
-		tx.Batch().CreateIptablesForward(c.Table.Family, addTable)
 	}
 	cur, err := tx.Rules(c.nft())
 	if err != nil {
@@ -415,6 +402,48 @@ func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 		return prune(tx, c, len(cur), len(mine))
 	}
 	return nil
+}
+
+// Insert puts m's rules for the accepts of want that fit c's family at
+// the chain's head without reading the chain, which costs in proportion
+// to its rules: for an m the caller knows to have no rule in c (the rules
+// are written and removed in the same batches as the caller's own state,
+// and the caller has none). A missing chain is handled as by Sync.
+func Insert(tx *nft.Tx, c Chain, m Mark, want []Accept) error {
+	rules := c.encode(want)
+	if len(rules) == 0 {
+		return nil
+	}
+	exists, err := ensure(tx, c, true)
+	if err != nil || !exists {
+		return err
+	}
+	for _, exprs := range rules {
+		tx.Batch().InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
+	}
+	return nil
+}
+
+// ensure reports whether c exists or is created in this batch: a missing
+// iptables-nft chain is created when there is something to put in it
+// (see creatable); a missing named chain fails.
+func ensure(tx *nft.Tx, c Chain, something bool) (bool, error) {
+	exists, err := tx.ChainExists(c.nft())
+	if err != nil || exists {
+		return exists, err
+	}
+	if !c.Iptables {
+		return false, fmt.Errorf("chain %s (nftablesAcceptChains) not found", c)
+	}
+	if !something {
+		return false, nil
+	}
+	create, addTable, err := creatable(tx, c)
+	if err != nil || !create {
+		return false, err
+	}
+	tx.Batch().CreateIptablesForward(c.Table.Family, addTable)
+	return true, nil
 }
 
 // prune deletes the iptables-nft filter table of c when this batch

@@ -296,6 +296,11 @@ func TestGoldenSetupAgain(t *testing.T) {
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
 	}
+	// The owner has state: its accepts in iptables-nft's FORWARD chain
+	// are read and found complete.
+	if !slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want ip filter FORWARD's", f.RuleReads)
+	}
 	wantWrites(t, writes, cni0Localnet+"=1")
 }
 
@@ -352,6 +357,11 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		"get ip nftcni_portmap localnet_prior"}
 	if !slices.Equal(f.Reads, want) {
 		t.Errorf("reads %q, want %q", f.Reads, want)
+	}
+	// Nor is iptables-nft's FORWARD chain read: an owner without a
+	// marker has no rules there.
+	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
 	}
 }
 
@@ -610,6 +620,15 @@ func TestRecord(t *testing.T) {
 func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
+	// An owner without a marker has no accepts in iptables-nft's chains:
+	// they are not read.
+	f := nfttest.Run(t, &open, existing(), func() error {
+		_, err := Teardown(nil, absent, nil)
+		return err
+	})
+	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
+	}
 	nfttest.SendsNothing(t, &open, existing(), func() error {
 		_, err := Teardown(nil, absent, nil)
 		return err

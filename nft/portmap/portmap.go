@@ -674,6 +674,10 @@ func Setup(ns *netns.NS, s Spec) error {
 			// changed: the owner's elements or rules change, and so
 			// its foreign rules are rewritten.
 			changed := false
+			// owned: the owner has a marker in one of the tables. Without
+			// one it has no rules in other owners' chains either: they are
+			// written and removed in the same batches as its marker.
+			owned := false
 			for _, f := range fams {
 				exists, err := tx.TableExists(f.table)
 				if err != nil {
@@ -691,6 +695,7 @@ func Setup(ns *netns.NS, s Spec) error {
 					if markers, mine, err = tx.OwnerMarker(f.table, s.Owner); err != nil {
 						return err
 					}
+					owned = owned || mine
 					if mine && !slowOnly {
 						prev = recorded(s.Owner, markers)
 					}
@@ -804,7 +809,18 @@ func Setup(ns *netns.NS, s Spec) error {
 				})
 			}
 			for _, ch := range chains(s.AcceptChains) {
-				if err := foreign.Sync(tx, ch, mark, s.accepts(), changed); err != nil {
+				// iptables-nft's chains, which every Teardown cleans, are
+				// not read for an owner without state (every first ADD):
+				// reading one costs in proportion to everyone's rules in
+				// it. A named chain may hold rules a Teardown with another
+				// configuration left there, and is read.
+				var err error
+				if !owned && !slowOnly && ch.Iptables {
+					err = foreign.Insert(tx, ch, mark, s.accepts())
+				} else {
+					err = foreign.Sync(tx, ch, mark, s.accepts(), changed)
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -938,9 +954,12 @@ type Removed struct {
 // else's records (localnet.go). Other owners' chains are read whole.
 func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
 	mine := foreign.Of(component, owner.OwnedBy)
-	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx) (int, error) {
+	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx, owned bool) (int, error) {
 		n := 0
 		for _, ch := range chains(acceptChains) {
+			if !owned && ch.Iptables {
+				continue // no marker, no rules there (see Setup)
+			}
 			k, err := foreign.Remove(tx, ch, mine)
 			if err != nil {
 				return 0, err
@@ -959,7 +978,7 @@ func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Remo
 // chains of others wherever they are.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
 	stale := nft.StaleFunc(network, valid)
-	r, err := remove(ns, stale, nil, func(tx *nft.Tx) (int, error) {
+	r, err := remove(ns, stale, nil, func(tx *nft.Tx, _ bool) (int, error) {
 		return foreign.RemoveEverywhere(tx, foreign.Of(component, stale))
 	})
 	if err != nil {
@@ -969,9 +988,10 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
 }
 
 // remove drops what match selects in our tables and runs removeForeign
-// in the same batch; for a Teardown, owner is the owner (whose marker may
-// spare reading whole sets).
-func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx) (int, error)) (Removed, error) {
+// in the same batch, telling it whether the owner had a marker in one of
+// the tables; for a Teardown, owner is the owner (whose marker may spare
+// reading whole sets).
+func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
 	c, err := open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -980,6 +1000,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 	var out Removed
 	err = c.Update(func(tx *nft.Tx) error {
 		out = Removed{}
+		owned := owner == nil
 		for _, f := range fams {
 			ok, err := tx.TableExists(f.table)
 			if err != nil {
@@ -997,6 +1018,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 				if !mine {
 					continue // nothing of the owner's here
 				}
+				owned = true
 				prev = recorded(*owner, markers)
 			}
 			// The owners set is last: a marker goes with the owner's
@@ -1075,7 +1097,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 			}
 		}
 		var err error
-		out.Foreign, err = removeForeign(tx)
+		out.Foreign, err = removeForeign(tx, owned)
 		return err
 	})
 	return out, err

@@ -75,6 +75,10 @@ type Fake struct {
 	// a dump, "get <set>" for a lookup of one key (set as in State.Sets),
 	// so tests can tell the fast path from the slow one.
 	Reads []string
+	// RuleReads lists the chains whose rules were read ("<family> <table>
+	// <chain>", as in State.Chains; "*" for a dump of every rule), in
+	// order: reading a chain of others costs in proportion to its rules.
+	RuleReads []string
 }
 
 // Conn returns an nft.Conn talking to f.
@@ -175,9 +179,13 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		keys := []string{fam + " " + table + " " + chain}
 		if fam == "unspec" && table == "" && chain == "" {
 			// A dump of every rule (Tx.AllRules), in a stable order.
+			f.RuleReads = append(f.RuleReads, "*")
 			keys = slices.Sorted(maps.Keys(f.State.Chains))
-		} else if _, ok := f.State.Chains[keys[0]]; !ok {
-			return nltest.Error(int(unix.ENOENT), req)
+		} else {
+			f.RuleReads = append(f.RuleReads, keys[0])
+			if _, ok := f.State.Chains[keys[0]]; !ok {
+				return nltest.Error(int(unix.ENOENT), req)
+			}
 		}
 		var out []netlink.Message
 		for _, k := range keys {
