@@ -3,9 +3,13 @@
 #   make build     bin/nftcni plus one link per plugin in bin/
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
-#   make test      unit, privileged (as root) and conformance tests; PKGS=./ipam/dhcp/ narrows
-#                  it. It and vmtest first check their Debian packages (scripts/test-deps:
-#                  installed with apt-get when run as root and missing)
+#   make test      unit, privileged (as root), conformance and differential tests;
+#                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
+#                  packages (scripts/test-deps: installed with apt-get when run as root and
+#                  missing) and build the reference plugins (make reference)
+#   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION)),
+#                  the differential suite's oracle, built from the Go module proxy into
+#                  REFDIR (default .cache/reference/<version>); tests only, never installed
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
@@ -22,11 +26,21 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 PKGS     ?= ./...
+# The reference plugins the differential suite (differential/) compares
+# with: every plugin of containernetworking/plugins, built with
+# CGO_ENABLED=0 go install from the Go module proxy. The tests find them
+# through NFTCNI_REFERENCE_DIR, which test and vmtest set.
+REFERENCE_VERSION ?= v1.9.1
+REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
+REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
+	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
+	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
 # staticcheck's version, run with `go run` so a fresh machine needs nothing
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
+.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo reference
 
 all: build
 
@@ -37,9 +51,18 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test:
+test: reference
 	@./scripts/test-deps test
-	$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+
+# Run outside the module (cd /), so that go install builds the reference's
+# own module graph; stripped, as the vmtest guest carries them. Up to date,
+# it costs a second.
+reference:
+	@mkdir -p $(REFDIR)
+	@echo "reference plugins $(REFERENCE_VERSION) in $(REFDIR)"
+	@cd / && CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -91,6 +114,6 @@ demo: build
 # The privileged suite inside a VM (qemu, Debian's linux-image-amd64 kernel,
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
 .PHONY: vmtest
-vmtest:
+vmtest: reference
 	@./scripts/test-deps vmtest
-	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+	$(GO) run ./vmtest/cmd/vmtest -reference $(abspath $(REFDIR)) $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
