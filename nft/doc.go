@@ -8,7 +8,12 @@
 //   - Our tables only. Every table we create is named nftcni_* (TablePrefix)
 //     and Batch refuses to add anything to any other table. We never flush
 //     or delete a table, not even ours: base chains and rules are static,
-//     and an empty table costs nothing.
+//     and an empty table costs nothing. The one exception, for the
+//     firewall and portmap (rules_foreign.go, package nft/foreign):
+//     owner-tagged accept rules in other owners' forward chains, and
+//     iptables-nft's FORWARD chain created as iptables-nft creates it when
+//     it is missing (and its table deleted with our last rule in it, if
+//     nothing else is there).
 //   - Static structure, per-container elements. Tables, chains, sets and
 //     rules are fixed by code and re-asserted idempotently by every Setup
 //     (AddTable/AddSet without NLM_F_EXCL, Tx.EnsureChain for chains — see

@@ -52,6 +52,37 @@ func (o Owner) Tag() string {
 	return t
 }
 
+// ComponentTag is o's tag naming a component: `<h(network)>:<h(container/
+// ifname)> <component> <id>`. Two components keep rules of the same
+// attachment in one chain that is not ours (an iptables-nft FORWARD chain
+// holds the firewall's accepts and portmap's); the component word tells
+// their rules apart, so one's DEL, CHECK or GC never counts or removes the
+// other's. ParseTag and OwnedBy read it as o's tag. Tag has at most two
+// words (the container ID has no spaces), ComponentTag always three (an
+// empty ID is written "-"), which is how TagComponent tells them apart.
+// component must be one word of printable ASCII.
+func (o Owner) ComponentTag(component string) string {
+	head, id, _ := strings.Cut(o.Tag(), " ")
+	if id == "" {
+		id = "-"
+	}
+	t := head + " " + component + " " + id
+	if len(t) > MaxCommentLen {
+		t = t[:MaxCommentLen]
+	}
+	return t
+}
+
+// TagComponent is the component a ComponentTag names; "" for a Tag (and for
+// anything else).
+func TagComponent(comment string) string {
+	words := strings.Split(comment, " ")
+	if len(words) != 3 {
+		return ""
+	}
+	return words[1]
+}
+
 // ParsedTag is a comment read back from the kernel.
 type ParsedTag struct {
 	Network    string // NetworkHash

@@ -203,37 +203,46 @@ func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
 	}
 	var out []Rule
 	for _, m := range msgs {
-		if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		r, table, chain, err := decodeRule(m)
 		if err != nil {
-			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
-		}
-		ad.ByteOrder = binary.BigEndian
-		var r Rule
-		var table, chain string
-		for ad.Next() {
-			switch ad.Type() {
-			case unix.NFTA_RULE_TABLE:
-				table = ad.String()
-			case unix.NFTA_RULE_CHAIN:
-				chain = ad.String()
-			case unix.NFTA_RULE_HANDLE:
-				r.Handle = ad.Uint64()
-			case unix.NFTA_RULE_USERDATA:
-				r.Comment = comment(ad.Bytes())
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
+			return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
 		}
 		// Kernels filter the dump by table and chain; check anyway.
-		if table == ch.Table.Name && chain == ch.Name {
-			out = append(out, r)
+		if r != nil && table == ch.Table.Name && chain == ch.Name {
+			out = append(out, *r)
 		}
 	}
 	return out, nil
+}
+
+// decodeRule reads handle, comment, table and chain of a NEWRULE message;
+// nil for any other message.
+func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
+	if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
+		return nil, "", "", nil
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	r = &Rule{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_TABLE:
+			table = ad.String()
+		case unix.NFTA_RULE_CHAIN:
+			chain = ad.String()
+		case unix.NFTA_RULE_HANDLE:
+			r.Handle = ad.Uint64()
+		case unix.NFTA_RULE_USERDATA:
+			r.Comment = comment(ad.Bytes())
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
+	}
+	return r, table, chain, nil
 }
 
 func cstr(s string) []byte { return append([]byte(s), 0) }

@@ -17,8 +17,31 @@ import (
 // the generation the attempt started at, and its batch is committed only
 // if the ruleset is still at that generation.
 type Tx struct {
-	c *Conn
-	b *Batch
+	c     *Conn
+	b     *Batch
+	after []func() error
+}
+
+// AfterCommit registers f to run once this attempt's batch is committed
+// (or, when it is empty, once its reads are known to be consistent),
+// while Update still holds the writer lock; f's error becomes Update's.
+// An attempt that is redone drops what it registered.
+//
+// Why: state outside nftables that follows state inside it (a sysctl the
+// elements say is needed) must change only after the elements saying so
+// are committed, and before another nftcni writer of the namespace reads
+// them.
+func (tx *Tx) AfterCommit(f func() error) { tx.after = append(tx.after, f) }
+
+// runAfter runs tx's AfterCommit functions in order, stopping at the first
+// error.
+func (tx *Tx) runAfter() error {
+	for _, f := range tx.after {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Batch is the batch this attempt will commit.
@@ -43,6 +66,11 @@ func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { retur
 // Rules reads the rules of ch, in order, with their handles and comments;
 // a missing chain reads as empty.
 func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
+
+// Require is Conn.Require: whether the kernel has f. A probe is a
+// check-only batch, which commits nothing and so leaves the generation
+// this attempt started at as it is.
+func (tx *Tx) Require(f Feature) error { return tx.c.Require(f) }
 
 // EnsureChain adds ch to the batch unless it exists already with the
 // policy we want. Every component calls it for its chains instead of
@@ -115,14 +143,14 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 				return err
 			}
 			if now == gen {
-				return nil
+				return tx.runAfter()
 			}
 			last = errGenChanged
 			continue
 		}
 		err = c.sendBatch(msgs, &gen, false)
 		if err == nil {
-			return nil
+			return tx.runAfter()
 		}
 		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
 			return err

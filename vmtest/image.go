@@ -84,7 +84,7 @@ func writeInitramfs(file string, s imageSpec) error {
 
 	// Programs tests talk to, with their libraries, where the host has them.
 	for _, name := range s.programs {
-		prog, ok := findProgram(name)
+		prog, ok := FindProgram(name)
 		if !ok {
 			continue
 		}
@@ -94,6 +94,11 @@ func writeInitramfs(file string, s imageSpec) error {
 		}
 		for host, guest := range files {
 			c.CopyFile(guest, host)
+		}
+	}
+	for _, d := range ProgramData {
+		if err := copyTree(c, d, d); err != nil {
+			return fmt.Errorf("program data %s: %w", d, err)
 		}
 	}
 

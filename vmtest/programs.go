@@ -13,8 +13,15 @@ import (
 // with their dynamic loader and shared libraries when the host has them
 // (a test whose program is missing fails in the guest as it would on the
 // host). They are test peers, not tools the plugins use: dnsmasq is the
-// real DHCP server the dhcp plugin's tests lease addresses from.
-var Programs = []string{"dnsmasq"}
+// real DHCP server the dhcp plugin's tests lease addresses from; the
+// iptables programs and nft build Docker's and kube-proxy's rules and an
+// administrator's ruleset for the coexistence tests (internal/hostfw).
+var Programs = []string{"dnsmasq", "iptables", "ip6tables", "iptables-save", "ip6tables-save", "nft"}
+
+// ProgramData are directories Programs load files from at run time,
+// copied as they are when the host has them: iptables' extensions, which
+// it dlopens (following the ELF imports does not find them).
+var ProgramData = []string{"/usr/lib/x86_64-linux-gnu/xtables"}
 
 // libDirs are where the libraries of a Debian amd64 program are looked
 // for; the guest gets them under /lib/x86_64-linux-gnu, which the loader
@@ -23,9 +30,9 @@ var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 
 const guestLibDir = "/lib/x86_64-linux-gnu"
 
-// findProgram looks a program up like the tests do: PATH, then the sbin
+// FindProgram looks a program up like the tests do: PATH, then the sbin
 // directories a non-login PATH may lack.
-func findProgram(name string) (string, bool) {
+func FindProgram(name string) (string, bool) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, true
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
 
@@ -41,7 +42,12 @@ type built struct {
 // harness built. Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { plugintest.Main(m) }
+//
+// Plugins never see the machine's system bus: the process's
+// DBUS_SYSTEM_BUS_ADDRESS points nowhere (privtest.HideSystemBus), and so
+// does every exec'd plugin's unless the call's Extra names a bus.
 func Main(m *testing.M) {
+	privtest.HideSystemBus()
 	code := m.Run()
 	buildMu.Lock()
 	for _, b := range builds {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/privtest"
 )
 
 // Call is one invocation.
@@ -32,9 +33,11 @@ type Outcome struct {
 }
 
 // environ is the environment a runtime would give the plugin for c; empty
-// fields are left unset, and CNI_PATH defaults to defaultPath.
+// fields are left unset, and CNI_PATH defaults to defaultPath. The system
+// bus is privtest.NoSystemBus unless Extra names another (the last
+// duplicate wins).
 func (c Call) environ(defaultPath string) []string {
-	env := []string{"CNI_COMMAND=" + c.Command}
+	env := []string{"CNI_COMMAND=" + c.Command, "DBUS_SYSTEM_BUS_ADDRESS=" + privtest.NoSystemBus}
 	add := func(k, v string) {
 		if v != "" {
 			env = append(env, k+"="+v)

@@ -35,6 +35,18 @@ func Require(t testing.TB) {
 	t.Skip("needs root: creates network namespaces")
 }
 
+// NoSystemBus is a D-Bus address where nothing listens. Plugins under
+// test run in namespaces of the test's own, but a unix socket is reached
+// through the file system: a plugin that found the machine's system bus
+// (the firewall plugin looks for firewalld there) would change the
+// machine's firewall. Tests that need a bus start their own
+// (internal/firewalldtest).
+const NoSystemBus = "unix:path=/nonexistent/nftcni-test-no-system-bus"
+
+// HideSystemBus points DBUS_SYSTEM_BUS_ADDRESS at NoSystemBus, for this
+// process and every child inheriting its environment.
+func HideSystemBus() { os.Setenv("DBUS_SYSTEM_BUS_ADDRESS", NoSystemBus) }
+
 var seq atomic.Uint64
 
 // NewNS creates a fresh network namespace for the test, containing only the

@@ -2,12 +2,16 @@ package portmap
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
@@ -21,14 +25,81 @@ var sample, other = nfttest.Sample, nfttest.Other
 const tbl = "ip nftcni_portmap"
 
 // web is sample's spec: tcp 8080 → 10.88.0.5:80 with hairpin and
-// localhost masquerade.
+// localhost masquerade through cni0.
 var web = Spec{
 	Owner: sample,
 	Mappings: []Mapping{{HostPort: 8080, Proto: unix.IPPROTO_TCP,
 		Target: netip.MustParseAddrPort("10.88.0.5:80")}},
 	Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24")},
 	Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+	Localnet:  []string{"cni0"},
 }
+
+// Golden tests run Setup and Teardown in the caller's namespace (nil), the
+// machine's: its sysctls must never be touched. Tests that get that far
+// fake them (fakeSysctls); anything else fails loudly. Live tests pass
+// their own namespace.
+func init() {
+	real := sysctls
+	sysctls.get = func(ns *netns.NS, name string) (string, error) {
+		if ns == nil {
+			panic("test reads sysctl " + name + " of the machine's namespace")
+		}
+		return real.get(ns, name)
+	}
+	sysctls.set = func(ns *netns.NS, name, value string) error {
+		if ns == nil {
+			panic("test writes sysctl " + name + " of the machine's namespace")
+		}
+		return real.set(ns, name, value)
+	}
+}
+
+// fakeSysctls replaces the sysctls of the namespace with vals for the
+// test and returns the log of writes ("name=value").
+func fakeSysctls(t *testing.T, vals map[string]string) *[]string {
+	t.Helper()
+	saved := sysctls
+	t.Cleanup(func() { sysctls = saved })
+	var writes []string
+	sysctls.get = func(_ *netns.NS, name string) (string, error) {
+		v, ok := vals[name]
+		if !ok {
+			return "", fs.ErrNotExist
+		}
+		return v, nil
+	}
+	sysctls.set = func(_ *netns.NS, name, value string) error {
+		if _, ok := vals[name]; !ok {
+			return fs.ErrNotExist
+		}
+		vals[name] = value
+		writes = append(writes, name+"="+value)
+		return nil
+	}
+	return &writes
+}
+
+const cni0Localnet = "net/ipv4/conf/cni0/route_localnet"
+
+func wantWrites(t *testing.T, got *[]string, want ...string) {
+	t.Helper()
+	if !slices.Equal(*got, want) {
+		t.Errorf("sysctl writes %q, want %q", *got, want)
+	}
+}
+
+// localnetNote is the element of o's localnet record for cni0, as in nft
+// commands; priorNote is cni0's entry in localnet_prior.
+func localnetNote(o nft.Owner, withComment bool) string {
+	n := `"cni0" . "` + o.AttachmentHash() + `"`
+	if withComment {
+		n += ` comment "` + o.Tag() + `"`
+	}
+	return `{ ` + n + ` }`
+}
+
+const priorNote = `{ "cni0" : 0x00000000 comment "` + priorComment + `" }`
 
 var staticNotes4 = []string{
 	`nft add table ip nftcni_portmap`,
@@ -36,6 +107,8 @@ var staticNotes4 = []string{
 	`nft add map ip nftcni_portmap ports { type inet_proto . inet_service : ipv4_addr . inet_service; }`,
 	`nft add set ip nftcni_portmap hairpin { type ipv4_addr . ipv4_addr; flags interval; }`,
 	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
+	`nft add set ip nftcni_portmap localnet { type ifname . ifname; }`,
+	`nft add map ip nftcni_portmap localnet_prior { type ifname : mark; }`,
 	nfttest.OwnersSetNote(tbl),
 	`nft add chain ip nftcni_portmap conditional`,
 	`nft add chain ip nftcni_portmap hostports`,
@@ -49,6 +122,7 @@ var ruleNotes4 = []string{
 	`nft add rule ip nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
 	`nft add rule ip nftcni_portmap hostports dnat ip to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip nftcni_portmap prerouting ip daddr 127.0.0.0/8 return comment "` + cmtLoopback + `"`,
 	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
@@ -67,12 +141,40 @@ func comments(f *family) map[string][]string {
 	return m
 }
 
-// existing is a ruleset where sample holds tcp 8080 and other udp 5353.
+// pm is o's tag on portmap's rules in foreign chains.
+func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+
+// acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
+// of the accept for connections DNATed to addr:port over proto, with o's
+// tag.
+func acceptNote(proto, addr, port string, o nft.Owner) string {
+	cmd := "iptables-nft"
+	if strings.Contains(addr, ":") {
+		cmd = "ip6tables-nft"
+	}
+	return cmd + ` -I FORWARD -m conntrack --ctstate DNAT --ctproto ` + proto + ` --ctreplsrc ` + addr + ` --ctreplsrcport ` + port +
+		` -m comment --comment "` + pm(o) + `" -j ACCEPT`
+}
+
+// createNotes create iptables-nft's filter table and FORWARD chain of
+// family fam, as iptables-nft itself would.
+func createNotes(fam string) []string {
+	return []string{
+		`nft add table ` + fam + ` filter`,
+		`nft create chain ` + fam + ` filter FORWARD { type filter hook forward priority filter; policy accept; }`,
+	}
+}
+
+// existing is a ruleset where sample holds tcp 8080 and other udp 5353,
+// with iptables-nft's FORWARD chain holding their accepts, one of
+// Docker's, and sample's firewall rule.
 func existing() nfttest.State {
+	chains := comments(fam4)
+	chains["ip filter FORWARD"] = []string{sample.Tag(), pm(sample), "docker", pm(other)}
 	return nfttest.State{
 		Gen:    41,
-		Tables: map[string]bool{"ip nftcni_portmap": true},
-		Chains: comments(fam4),
+		Tables: map[string]bool{"ip nftcni_portmap": true, "ip filter": true},
+		Chains: chains,
 		Sets: map[string][]nfttest.Elem{
 			"ip nftcni_portmap ports": {
 				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
@@ -81,34 +183,93 @@ func existing() nfttest.State {
 			"ip nftcni_portmap hairpin": {
 				{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 			},
-			"ip nftcni_portmap localhost": {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
-			"ip nftcni_portmap owners":    {nfttest.Marker(sample), nfttest.Marker(other)},
+			"ip nftcni_portmap localhost":      {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
+			"ip nftcni_portmap localnet":       {localnetElem(localnetRecord("cni0", sample))},
+			"ip nftcni_portmap localnet_prior": {{Key: priorKey("cni0"), Val: []byte{0, 0, 0, 0}, Comment: priorComment}},
+			"ip nftcni_portmap owners":         {nfttest.Marker(sample), nfttest.Marker(other)},
 		},
 	}
 }
 
+func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, Comment: e.Comment} }
+
+// A first Setup records cni0's route_localnet (0) and its own use of it,
+// and sets it only after the commit. On a host without iptables-nft
+// tables, the FORWARD chain is created as iptables-nft would (a DROP
+// policy set later keeps the accept); there is no IPv6 mapping, so no ip6
+// chain.
 func TestGoldenSetupFresh(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
+		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
 		nfttest.CreateMarkerNote(tbl, sample),
+	}, createNotes("ip"), []string{
+		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
 	}
+	wantWrites(t, writes, cni0Localnet+"=1")
+}
+
+var staticNotes6 = []string{
+	`nft add table ip6 nftcni_portmap`,
+	`nft add map ip6 nftcni_portmap hostip_ports { type ipv6_addr . inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add map ip6 nftcni_portmap ports { type inet_proto . inet_service : ipv6_addr . inet_service; }`,
+	`nft add set ip6 nftcni_portmap hairpin { type ipv6_addr . ipv6_addr; flags interval; }`,
+	nfttest.OwnersSetNote("ip6 nftcni_portmap"),
+	`nft add chain ip6 nftcni_portmap conditional`,
+	`nft add chain ip6 nftcni_portmap hostports`,
+	`nft add chain ip6 nftcni_portmap prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap output { type nat hook output priority dstnat; policy accept; }`,
+	`nft add chain ip6 nftcni_portmap postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+	`nft add rule ip6 nftcni_portmap hostports jump conditional comment "` + cmtCond + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip_ports comment "` + cmtHostIP + `"`,
+	`nft add rule ip6 nftcni_portmap hostports dnat ip6 to meta l4proto . th dport map @ports comment "` + cmtAny + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting ip6 daddr ::1 return comment "` + cmtLoopback + `"`,
+	`nft add rule ip6 nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
+	`nft add rule ip6 nftcni_portmap postrouting ct status dnat ip6 saddr . ip6 daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+}
+
+// The ip6 table: no localhost forwarding, and prerouting leaves ::1 alone.
+// ip6tables-nft's FORWARD chain is created for the accept, as ip6tables-nft
+// would; there is no IPv4 mapping, so no ip chain.
+func TestGoldenSetupFresh6(t *testing.T) {
+	s := Spec{Owner: sample,
+		Mappings: []Mapping{{HostIP: netip.IPv6Loopback(), HostPort: 8080, Proto: unix.IPPROTO_TCP,
+			Target: netip.MustParseAddrPort("[fd00:88::5]:80")}},
+		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
+	}
+	writes := fakeSysctls(t, map[string]string{})
+	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, []string{
+		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin { fd00:88::/64 . fd00:88::5 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote("ip6 nftcni_portmap", sample),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::5", "80", sample),
+	}))
+	wantWrites(t, writes)
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
 // no element.
 func TestGoldenSetupAgain(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
-	if d := f.Dumps(); len(d) != len(fam4.sets()) {
-		t.Errorf("dumps %q, want one per set (marker present: slow path)", d)
+	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
+		t.Errorf("dumps %q, want one per set and localnet_prior (marker present: slow path)", d)
 	}
+	wantWrites(t, writes, cni0Localnet+"=1")
 }
 
 // A first Setup of an owner on an existing table (no marker: the fast
@@ -121,20 +282,28 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 			Target: netip.MustParseAddrPort("10.88.0.9:80")}},
 		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24")},
 		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
 	}
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
 		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
+	// cni0 has a prior value already (sample's): it is looked up, not
+	// read from the sysctl again.
+	wantWrites(t, writes, cni0Localnet+"=1")
 	// No table for ip6: not even the marker is asked for there.
-	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpin", "get ip nftcni_portmap localhost"}
+	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpin",
+		"get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet", "get ip nftcni_portmap localnet_prior"}
 	if !slices.Equal(f.Reads, want) {
 		t.Errorf("reads %q, want %q", f.Reads, want)
 	}
@@ -146,24 +315,65 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
+	// The localnet record is per attachment: sample's stays (until its
+	// DEL or GC) beside the new one.
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
 		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		acceptNote("6", "10.88.0.5", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
 }
 
+// masqAll: each address's hairpin element covers every source, in both
+// families; localhost, localnet and the forward accepts are as without it
+// (existing() has no ip6 filter table: ip6tables-nft's FORWARD chain is
+// created).
+func TestGoldenSetupMasqAll(t *testing.T) {
+	s := Spec{
+		Owner: nfttest.Third,
+		Mappings: []Mapping{
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.9:80")},
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("[fd00:88::9]:80")},
+		},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24"), netip.MustParsePrefix("fd00:88::9/64")},
+		MasqAll:   true,
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
+	}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin { 0.0.0.0/0 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
+		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+	}, staticNotes6, []string{
+		`nft add element ip6 nftcni_portmap ports { tcp . 9090 : fd00:88::9 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin { ::/0 . fd00:88::9 comment "` + tag + `" }`,
+		nfttest.CreateMarkerNote("ip6 nftcni_portmap", nfttest.Third),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::9", "80", nfttest.Third),
+	}))
+}
+
 // When the fast path's batch is refused, Setup runs once more on the slow
 // path; a conflict, by contrast, is final (TestConflictSendsNothing).
 func TestSetupFallsBackToSlowPath(t *testing.T) {
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
 	nfttest.Use(t, &open, f)
 	s := web
@@ -175,8 +385,8 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 	if len(f.Batches) != 2 {
 		t.Fatalf("%d batches, want 2 (fast path refused, slow path committed)", len(f.Batches))
 	}
-	if d := f.Dumps(); len(d) != len(fam4.sets()) {
-		t.Errorf("dumps %q, want one per set (the slow path's)", d)
+	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
+		t.Errorf("dumps %q, want one per set and localnet_prior (the slow path's)", d)
 	}
 }
 
@@ -201,23 +411,32 @@ func TestConflictSendsNothing(t *testing.T) {
 	t.Log(err)
 }
 
+// Teardown of an owner without localnet records: cni0 keeps sample's, so
+// its route_localnet stays.
 func TestGoldenTeardown(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
 	f := nfttest.Run(t, &open, existing(), func() (err error) {
-		removed, err = Teardown(nil, other)
+		removed, err = Teardown(nil, other, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
 		nfttest.DelMarkerNote(tbl, other),
+		`nft delete rule ip filter FORWARD handle 5`,
 	})
-	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
+	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 || removed.Foreign != 1 {
 		t.Errorf("removed %+v", removed)
 	}
+	wantWrites(t, writes)
 }
 
-// GC with only other valid removes sample's elements.
+// GC with only other valid removes sample's elements and its accept, not
+// the firewall's rule of the same attachment. Sample's was cni0's last
+// localnet record: route_localnet gets its prior value back before the
+// batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error {
 		_, err := GC(nil, sample.Network, []nft.Owner{other})
 		return err
@@ -226,19 +445,57 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
 		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap localnet ` + localnetNote(sample, false),
 		nfttest.DelMarkerNote(tbl, sample),
+		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
+		`nft delete rule ip filter FORWARD handle 3`,
 	})
+	wantWrites(t, writes, cni0Localnet+"=0")
+}
+
+// A restore that fails keeps the prior value for later and is reported,
+// without failing the Teardown; an interface that is gone needs none.
+func TestTeardownRestoreFails(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     error
+		keep    bool
+		message string
+	}{
+		{"interface gone", fs.ErrNotExist, false, ""},
+		{"write refused", fs.ErrPermission, true, "restoring route_localnet=0 on cni0: permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeSysctls(t, map[string]string{})
+			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
+			var removed Removed
+			f := nfttest.Run(t, &open, existing(), func() (err error) {
+				removed, err = Teardown(nil, sample, nil)
+				return err
+			})
+			deletesPrior := false
+			for _, m := range f.Only(t) {
+				deletesPrior = deletesPrior || strings.Contains(string(m.Data), "localnet_prior")
+			}
+			if deletesPrior == tc.keep {
+				t.Errorf("localnet_prior deleted: %v, want %v", deletesPrior, !tc.keep)
+			}
+			if got := fmt.Sprint(removed.Warning); (removed.Warning != nil || tc.message != "") && got != tc.message {
+				t.Errorf("warning %q, want %q", got, tc.message)
+			}
+		})
+	}
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
 	nfttest.SendsNothing(t, &open, existing(), func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 }

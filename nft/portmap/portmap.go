@@ -23,12 +23,21 @@
 //			type ipv4_addr
 //			elements = { 10.1.0.5 comment "<owner tag>" }
 //		}
+//		set localnet {
+//			type ifname . ifname
+//			elements = { "cni0" . "<attachment hash>" comment "<owner tag>" }
+//		}
+//		map localnet_prior {
+//			type ifname : mark
+//			elements = { "cni0" : 0x00000000 comment "nftcni portmap: route_localnet before nftcni" }
+//		}
 //		set owners {
 //			type ifname
 //			elements = { "<attachment hash>" comment "<owner tag>" }
 //		}
 //		chain prerouting {
 //			type nat hook prerouting priority dstnat; policy accept;
+//			ip daddr 127.0.0.0/8 return
 //			fib daddr type local jump hostports
 //		}
 //		chain output {
@@ -54,9 +63,16 @@
 //		}
 //	}
 //
-// The ip6 table is the same without localhost and input: the kernel never
-// routes ::1 off the host, so there is no localhost forwarding for IPv6
-// (as in the reference).
+// The ip6 table is the same without localhost, localnet, localnet_prior
+// and input, and prerouting returns for ip6 daddr ::1. There is no
+// localhost forwarding for IPv6 (nor in the reference): IPv6 has no
+// route_localnet, so a packet from ::1 cannot leave through the interface
+// towards the container, and a reply translated back to ::1 on its way in
+// finds no route (the kernel accepts a loopback destination on lo only).
+//
+// Loopback destinations: mappings, with a hostIP in 127.0.0.0/8 or ::1 or
+// none, forward packets sent to a loopback address only when they come
+// from this host, which the hook decides (see loopbackOnlyFromHost).
 //
 // Why maps: the reference walks one rule per mapping (nft) or per
 // container (iptables) for the first packet of every connection to a
@@ -74,9 +90,14 @@
 // host port that leads back into that subnet) and localhost clients are
 // masqueraded only for connections we DNATed (`ct status dnat`), and
 // hairpin covers the container's whole subnet as the reference's iptables
-// backend does. The input chain is kube-proxy's guard for CVE-2020-8558:
-// route_localnet (which localhost forwarding needs) would otherwise let
-// neighbours reach services bound to 127.0.0.1.
+// backend does. masqAll (Spec.MasqAll) widens an address's hairpin element
+// to every source (0.0.0.0/0 . addr): all clients of its mapped ports are
+// masqueraded, with the same rule and still one element per address.
+// Localhost forwarding needs route_localnet on the interface towards the
+// container; localnet and localnet_prior record who needs it and what to
+// give back when nobody does (localnet.go). The input chain is
+// kube-proxy's guard for CVE-2020-8558: route_localnet would otherwise let
+// neighbours on that interface reach services bound to 127.0.0.1.
 //
 // # Ownership
 //
@@ -87,6 +108,28 @@
 // state. Teardown removes what carries the owner's tag, GC what carries
 // the network's hash and no valid attachment's. Each Setup, Teardown and GC
 // is one batch for both tables, guarded by the ruleset generation.
+//
+// # Other owners' forward chains
+//
+// A mapped connection is forwarded: a DROP policy in another table's
+// forward chain drops it whatever we DNAT — iptables-nft's `filter
+// FORWARD` once Docker or kube-proxy set `iptables -P FORWARD DROP`, or an
+// administrator's `inet filter forward` with policy drop. The reference
+// adds no filter rule for its mappings, so with such a policy its host
+// ports stop working (unless something else accepts them). Setup puts,
+// per container address, protocol and port mapped to, an accept for the
+// connections DNATed there into those chains (package nft/foreign): always
+// iptables-nft's FORWARD chains (created as iptables-nft would when
+// missing, so a DROP policy set later finds them), and the chains of
+// Spec.AcceptChains. In iptables-nft's spelling
+//
+//	-m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -j ACCEPT
+//
+// which covers both directions of the mapped connections and nothing
+// else. They carry the owner's component tag (nft.Owner.ComponentTag,
+// component "portmap"), so the firewall plugin's rules of the same
+// attachment in the same chain stay apart; Teardown removes them, GC finds
+// stale ones wherever they are.
 //
 // The owners set holds one marker per owner with state in the table
 // (nft.OwnersSet). A Setup of an owner without one (every first ADD) looks
@@ -112,6 +155,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 )
 
 // TableName is the name of both tables.
@@ -137,12 +181,42 @@ type Spec struct {
 	// Hairpin are container addresses with their prefix length whose
 	// subnet is masqueraded when it reaches a mapped port of theirs (snat).
 	Hairpin []netip.Prefix
+	// MasqAll widens Hairpin from the subnet to every source address (the
+	// masqAll key): any client reaching a mapped port of these addresses is
+	// masqueraded, so the container sees the host's address instead of the
+	// client's. The element becomes 0.0.0.0/0 . addr (::/0 . addr).
+	MasqAll bool
 	// Localhost are IPv4 container addresses that 127.0.0.0/8 clients
 	// reach through a mapped port, masqueraded (snat).
 	Localhost []netip.Addr
+	// Localnet are the interfaces that route to Localhost's addresses:
+	// each gets route_localnet while it has such an attachment (see
+	// localnet.go).
+	Localnet []string
 	// Conditions4 and Conditions6 restrict the family's mappings; when
 	// set, that family's mappings are rules instead of map elements.
 	Conditions4, Conditions6 []Condition
+	// AcceptChains are chains of others (an administrator's forward
+	// chain with policy drop) that get the accepts of the mapped
+	// connections too, besides iptables-nft's FORWARD chains.
+	AcceptChains []foreign.Chain
+}
+
+// component names our rules in foreign chains (nft.Owner.ComponentTag).
+const component = "portmap"
+
+// chains are the foreign chains s's accepts go to.
+func chains(accept []foreign.Chain) []foreign.Chain {
+	return append(slices.Clip(foreign.Iptables), accept...)
+}
+
+// accepts are the accepts of s's mapped connections.
+func (s Spec) accepts() []foreign.Accept {
+	var out []foreign.Accept
+	for _, m := range s.Mappings {
+		out = append(out, foreign.DNATedTo(m.Proto, m.Target))
+	}
+	return out
 }
 
 // family is one of the two tables with its objects.
@@ -155,6 +229,7 @@ type family struct {
 	hostIPPorts, ports           *nftables.Set
 	hairpin                      *nftables.Set
 	localhost                    *nftables.Set // nil for ip6
+	localnet, localnetPrior      *nftables.Set // nil for ip6, see localnet.go
 	owners                       *nftables.Set // owner markers, nft.OwnersSet
 }
 
@@ -201,6 +276,7 @@ func newFamily(v6 bool) *family {
 	if !v6 {
 		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
 		f.localhost = &nftables.Set{Table: t, Name: "localhost", KeyType: addr, KeyByteOrder: binaryutil.BigEndian}
+		f.localnet, f.localnetPrior = newLocalnetSets(t)
 	}
 	return f
 }
@@ -208,7 +284,7 @@ func newFamily(v6 bool) *family {
 func (f *family) sets() []*nftables.Set {
 	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpin}
 	if f.localhost != nil {
-		s = append(s, f.localhost)
+		s = append(s, f.localhost, f.localnet)
 	}
 	return s
 }
@@ -271,8 +347,9 @@ func ProtoName(p uint8) string {
 
 // planned is one owner's wanted state per family.
 type planned struct {
-	elems map[*nftables.Set][]nft.Element
-	rules map[*family][]*nftables.Rule
+	elems    map[*nftables.Set][]nft.Element
+	rules    map[*family][]*nftables.Rule
+	localnet []string // interfaces to set route_localnet on
 }
 
 func plan(s Spec) (*planned, error) {
@@ -311,6 +388,9 @@ func plan(s Spec) (*planned, error) {
 		if pf.Addr().Is4In6() {
 			bits = max(bits-96, 0)
 		}
+		if s.MasqAll {
+			bits = 0
+		}
 		sub := netip.PrefixFrom(a, bits).Masked()
 		f := famOf(a)
 		p.elems[f.hairpin] = append(p.elems[f.hairpin], nft.Element{
@@ -325,6 +405,15 @@ func plan(s Spec) (*planned, error) {
 			return nil, fmt.Errorf("localhost forwarding is IPv4 only, not %s", a)
 		}
 		p.elems[fam4.localhost] = append(p.elems[fam4.localhost], nft.Element{Key: a.AsSlice(), Comment: tag})
+	}
+	for _, name := range s.Localnet {
+		if name == "" || len(name) >= unix.IFNAMSIZ {
+			return nil, fmt.Errorf("invalid interface name %q", name)
+		}
+		if !slices.Contains(p.localnet, name) {
+			p.localnet = append(p.localnet, name)
+			p.elems[fam4.localnet] = append(p.elems[fam4.localnet], localnetRecord(name, s.Owner))
+		}
 	}
 	return p, nil
 }
@@ -344,8 +433,12 @@ func (p *planned) families() []*family {
 }
 
 // Setup makes ns (nil: the caller's) forward s's mappings, replacing
-// whatever s.Owner had before. A host port held by another owner fails the
-// whole Setup with a *ConflictError and changes nothing.
+// whatever s.Owner had before, and sets route_localnet on s.Localnet. A
+// host port held by another owner fails the whole Setup with a
+// *ConflictError and changes nothing; when route_localnet cannot be set,
+// Setup removes what it committed (the owner's state, its accepts in other
+// owners' chains included) and fails with the reference's "unable to
+// enable route_localnet: …".
 //
 // Per table, like nft.TaggedTable.Setup: when the table exists and holds
 // no marker of s.Owner (every first ADD), the fast path reads only the
@@ -367,10 +460,14 @@ func Setup(ns *netns.NS, s Spec) error {
 	defer c.Close()
 	active := p.families()
 	marker := []nft.Element{s.Owner.Marker()}
+	mark := foreign.Mark{Owner: s.Owner, Component: component}
 	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
 		return func(tx *nft.Tx) error {
 			*fast = false
 			b := tx.Batch()
+			// changed: the owner's elements or rules change, and so
+			// its foreign rules are rewritten.
+			changed := false
 			for _, f := range fams {
 				exists, err := tx.TableExists(f.table)
 				if err != nil {
@@ -398,6 +495,8 @@ func Setup(ns *netns.NS, s Spec) error {
 						return err
 					}
 				}
+				before := b.Len()
+				var localnetUsers map[string]bool
 				for _, set := range f.sets() {
 					want := p.elems[set]
 					var cur []nft.Element
@@ -424,10 +523,39 @@ func Setup(ns *netns.NS, s Spec) error {
 					} else {
 						b.ReplaceElements(set, cur, want, drop)
 					}
+					if set == f.localnet {
+						localnetUsers = usersAfter(cur, want, drop)
+					}
+				}
+				if f.localnetPrior != nil {
+					// The fast path saw only the wanted keys: it adds records
+					// and removes none, so it only needs to know which of its
+					// interfaces have a prior value already.
+					var priors []nft.Element
+					switch {
+					case !exists:
+					case slow:
+						priors, err = tx.Elements(f.localnetPrior)
+					default:
+						var keys []nft.Element
+						for _, name := range p.localnet {
+							keys = append(keys, nft.Element{Key: priorKey(name)})
+						}
+						priors, err = tx.Lookup(f.localnetPrior, keys)
+					}
+					if err != nil {
+						return err
+					}
+					// A restore that fails here (another interface the owner
+					// left) keeps its prior value for Teardown or GC to retry.
+					if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, !exists || slow); err != nil {
+						return err
+					}
 				}
 				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
 				}
+				changed = changed || b.Len() > before
 				// The marker goes with state: kept while the owner has some
 				// here, removed with the last of it.
 				var wantMarker []nft.Element
@@ -438,18 +566,31 @@ func Setup(ns *netns.NS, s Spec) error {
 					return wanted || s.Owner.OwnedBy(e.Comment)
 				})
 			}
+			for _, ch := range chains(s.AcceptChains) {
+				if err := foreign.Sync(tx, ch, mark, s.accepts(), changed); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 	}
 	var fast bool
 	err = c.Update(update(false, &fast))
 	var ce *ConflictError
-	if err != nil && fast && !errors.As(err, &ce) {
+	var le *localnetError
+	if err != nil && fast && !errors.As(err, &ce) && !errors.As(err, &le) {
 		err = c.Update(update(true, &fast))
 	}
 	switch {
 	case errors.As(err, &ce):
 		return err // our decision, nothing for the kernel to explain
+	case errors.As(err, &le):
+		// Committed, but localhost clients cannot use it: a failed Setup
+		// leaves nothing, its accepts in other owners' chains included.
+		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
+			return errors.Join(le, rerr)
+		}
+		return le
 	case err != nil:
 		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", c.Explain(err, nft.ConcatRanges))
 	}
@@ -463,6 +604,9 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 	b.AddTable(f.table)
 	for _, s := range f.sets() {
 		b.AddSet(s)
+	}
+	if f.localnetPrior != nil {
+		b.AddSet(f.localnetPrior)
 	}
 	b.AddSet(f.owners)
 	for _, ch := range f.chains() {
@@ -535,27 +679,52 @@ type Removed struct {
 	UDP4, UDP6 []uint16
 	Elements   int
 	Rules      int
+	// Foreign are the rules removed from other owners' chains.
+	Foreign int
+	// Warning says route_localnet could not be given back to an
+	// interface; its prior value stays recorded and the next Teardown or
+	// GC tries again.
+	Warning error
 }
 
-// Teardown removes everything owner has. Nothing to remove writes nothing.
-func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
-	r, err := remove(ns, owner.OwnedBy)
+// Teardown removes everything owner has, its rules in iptables-nft's
+// FORWARD chains and in acceptChains included. Nothing to remove writes
+// nothing.
+func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
+	mine := foreign.Of(component, owner.OwnedBy)
+	r, err := remove(ns, owner.OwnedBy, func(tx *nft.Tx) (int, error) {
+		n := 0
+		for _, ch := range chains(acceptChains) {
+			k, err := foreign.Remove(tx, ch, mine)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+		}
+		return n, nil
+	})
 	if err != nil {
 		return r, fmt.Errorf("removing port mappings of container %s (%s, network %s): %w", owner.ContainerID, owner.IfName, owner.Network, err)
 	}
 	return r, nil
 }
 
-// GC removes everything of network that none of valid owns.
+// GC removes everything of network that none of valid owns, its rules in
+// chains of others wherever they are.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	r, err := remove(ns, func(c string) bool { return nft.Stale(c, network, valid) })
+	stale := func(c string) bool { return nft.Stale(c, network, valid) }
+	r, err := remove(ns, stale, func(tx *nft.Tx) (int, error) {
+		return foreign.RemoveEverywhere(tx, foreign.Of(component, stale))
+	})
 	if err != nil {
 		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
 	}
 	return r, nil
 }
 
-func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
+// remove drops what match selects in our tables and runs removeForeign
+// in the same batch.
+func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) (int, error)) (Removed, error) {
 	c, err := open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -574,10 +743,14 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 			}
 			// The owners set is last: a marker goes with the owner's
 			// other elements (and is not counted in Removed.Elements).
+			var users map[string]bool // interfaces with localnet records left
 			for _, set := range append(f.sets(), f.owners) {
 				cur, err := tx.Elements(set)
 				if err != nil {
 					return err
+				}
+				if set == f.localnet {
+					users = usersAfter(cur, nil, func(e nft.Element) bool { return match(e.Comment) })
 				}
 				var del []nft.Element
 				for _, e := range cur {
@@ -602,6 +775,15 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 					out.Elements += len(del)
 				}
 			}
+			if f.localnetPrior != nil {
+				priors, err := tx.Elements(f.localnetPrior)
+				if err != nil {
+					return err
+				}
+				if out.Warning, err = localnetPlan(tx, ns, priors, users, nil, true); err != nil {
+					return err
+				}
+			}
 			rules, err := tx.Rules(f.conditional)
 			if err != nil {
 				return err
@@ -613,15 +795,19 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 				}
 			}
 		}
-		return nil
+		var err error
+		out.Foreign, err = removeForeign(tx)
+		return err
 	})
 	return out, err
 }
 
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
 // would leave: every wanted element present with its data and tag, no
-// other element of the owner, and the right number of conditional rules
-// (rules are never compared by content).
+// other element of the owner (owner marker included), the right number of
+// conditional rules and of rules in other owners' chains (rules are never
+// compared by content; see foreign.Check), and route_localnet on for every
+// interface the owner has a localnet record for.
 func Check(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -632,39 +818,213 @@ func Check(ns *netns.NS, s Spec) error {
 		return err
 	}
 	defer c.Close()
+	if err := check(c, ns, s.Owner, p, func(f *family) int { return len(p.rules[f]) }); err != nil {
+		return err
+	}
+	return checkForeign(c, s, nil)
+}
+
+// CheckRecorded verifies s.Owner's state when the runtime did not send the
+// mappings (CHECK without the portMappings capability): the mappings the
+// owner's map elements record stand in for s.Mappings, and each must
+// forward to one of addrs, the container's addresses. s describes the
+// rest as Setup would have it if the attachment forwards any port
+// (Hairpin, Localhost, Localnet); it applies only if the owner has a
+// mapping or a conditional rule, and then everything is compared as in
+// Check, except that conditional rules, which are not decoded, are taken
+// as they are. An owner without mappings must have no state at all, in
+// other owners' chains neither.
+//
+// What it cannot see: mappings that are gone together with all the
+// owner's other state (a deleted table), since nothing then says they
+// existed; and the accepts in other owners' chains that a family with
+// conditional rules reaches (what those rules forward is not decoded), so
+// such chains are not checked.
+func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
+	c, err := open(ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var rules map[*family]int
+	s.Mappings, rules, err = recorded(c, s.Owner, addrs)
+	if err != nil {
+		return err
+	}
+	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
+		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains}
+	}
+	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
+	p, err := plan(s)
+	if err != nil {
+		return err
+	}
+	if len(rules) > 0 {
+		// Without this, families whose only state is rules would be
+		// expected to have no marker.
+		p.rules = map[*family][]*nftables.Rule{}
+		for f, n := range rules {
+			p.rules[f] = make([]*nftables.Rule, n)
+		}
+	}
+	if err := check(c, ns, s.Owner, p, func(f *family) int { return rules[f] }); err != nil {
+		return err
+	}
+	return checkForeign(c, s, rules)
+}
+
+// recorded reads back owner's mappings from its map elements, failing for
+// one that does not forward to one of addrs, and counts its conditional
+// rules per family.
+func recorded(c *nft.Conn, owner nft.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
+	var out []Mapping
+	rules := map[*family]int{}
 	for _, f := range fams {
+		for _, set := range []*nftables.Set{f.hostIPPorts, f.ports} {
+			cur, err := c.Elements(set)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, e := range cur {
+				if !owner.OwnedBy(e.Comment) {
+					continue
+				}
+				m, ok := decodeMapping(set, e)
+				if !ok {
+					return nil, nil, fmt.Errorf("malformed hostport element in %s %s map %q: key %x, data %x", familyName(f), TableName, set.Name, e.Key, e.Val)
+				}
+				if !slices.Contains(addrs, m.Target.Addr()) {
+					return nil, nil, fmt.Errorf("hostport element in %s %s map %q forwards to %s, which is not an address of the container %v: %s",
+						familyName(f), TableName, set.Name, m.Target.Addr(), addrs, describeElem(set, e))
+				}
+				out = append(out, m)
+			}
+		}
+		rs, err := c.Rules(f.conditional)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range rs {
+			if owner.OwnedBy(r.Comment) {
+				rules[f]++
+			}
+		}
+	}
+	return out, rules, nil
+}
+
+// decodeMapping is the mapping a port-map element holds.
+func decodeMapping(set *nftables.Set, e nft.Element) (Mapping, bool) {
+	var m Mapping
+	k := e.Key
+	if set.Name == "hostip_ports" {
+		if len(k) != 12 && len(k) != 24 {
+			return m, false
+		}
+		n := len(k) - 8
+		m.HostIP, _ = netip.AddrFromSlice(k[:n])
+		k = k[n:]
+	}
+	if len(k) != 8 || (len(e.Val) != 8 && len(e.Val) != 20) {
+		return m, false
+	}
+	m.Proto, m.HostPort = k[0], binary.BigEndian.Uint16(k[4:6])
+	n := len(e.Val) - 4
+	a, _ := netip.AddrFromSlice(e.Val[:n])
+	m.Target = netip.AddrPortFrom(a, binary.BigEndian.Uint16(e.Val[n:n+2]))
+	return m, true
+}
+
+// check compares owner's state with p: elements exactly, owner markers,
+// the number of conditional rules (rules(f) per family), and
+// route_localnet for the owner's localnet records.
+func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f *family) int) error {
+	active := p.families()
+	for _, f := range fams {
+		want := map[*nftables.Set][]nft.Element{f.owners: nil}
+		if slices.Contains(active, f) {
+			want[f.owners] = []nft.Element{owner.Marker()}
+		}
 		for _, set := range f.sets() {
+			want[set] = p.elems[set]
+		}
+		for _, set := range append(f.sets(), f.owners) {
 			cur, err := c.Elements(set)
 			if err != nil {
 				return err
 			}
-			want := p.elems[set]
-			for _, w := range want {
+			for _, w := range want[set] {
 				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return nft.SameElement(e, w) }) {
-					return fmt.Errorf("missing hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, w))
+					return fmt.Errorf("missing hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, w))
 				}
 			}
+			var mine []nft.Element
 			for _, e := range cur {
-				if s.Owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
-					return fmt.Errorf("unexpected hostport element in %s %s map %q: %s", familyName(f), TableName, set.Name, describeElem(set, e))
+				if !owner.OwnedBy(e.Comment) {
+					continue
+				}
+				if !slices.ContainsFunc(want[set], func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+					return fmt.Errorf("unexpected hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, e))
+				}
+				mine = append(mine, e)
+			}
+			if set == f.localnet {
+				if err := checkLocalnet(ns, mine); err != nil {
+					return err
 				}
 			}
 		}
-		rules, err := c.Rules(f.conditional)
+		rs, err := c.Rules(f.conditional)
 		if err != nil {
 			return err
 		}
 		n := 0
-		for _, r := range rules {
-			if s.Owner.OwnedBy(r.Comment) {
+		for _, r := range rs {
+			if owner.OwnedBy(r.Comment) {
 				n++
 			}
 		}
-		if n != len(p.rules[f]) {
-			return fmt.Errorf("missing hostport rules in %q chain: %d of the container's rules found, %d expected", f.conditional.Name, n, len(p.rules[f]))
+		if want := rules(f); n != want {
+			return fmt.Errorf("missing hostport rules in %s %s chain %q: %d of the container's rules found, %d expected", familyName(f), TableName, f.conditional.Name, n, want)
 		}
 	}
 	return nil
+}
+
+// checkForeign verifies that s.Owner has in each chain of others as many
+// rules as Setup(s) gives it (foreign.Check). Chains that a family in
+// undecoded reaches are skipped: that family's mappings are conditional
+// rules, which are not decoded, so what they accept is not known.
+func checkForeign(c *nft.Conn, s Spec, undecoded map[*family]int) error {
+	mark := foreign.Mark{Owner: s.Owner, Component: component}
+	for _, ch := range chains(s.AcceptChains) {
+		if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
+			continue
+		}
+		if err := foreign.Check(c, ch, mark, s.accepts()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reaches reports whether ch sees f's packets: an ip or ip6 chain its own
+// family's, any other (inet) both.
+func reaches(ch foreign.Chain, f *family) bool {
+	switch ch.Table.Family {
+	case nftables.TableFamilyIPv4:
+		return !f.v6
+	case nftables.TableFamilyIPv6:
+		return f.v6
+	}
+	return true
+}
+
+func setKind(s *nftables.Set) string {
+	if s.IsMap {
+		return "map"
+	}
+	return "set"
 }
 
 func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
@@ -672,6 +1032,14 @@ func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
 	k := e.Key
+	switch set.Name {
+	case nft.OwnersSetName:
+		return fmt.Sprintf("%q", k)
+	case "localnet":
+		if len(k) == 32 {
+			return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
+		}
+	}
 	if !set.IsMap {
 		if set.Interval {
 			a, _ := netip.AddrFromSlice(k[:len(k)/2])

@@ -72,6 +72,7 @@ func (f *family) afterAddr() uint32 { return r32 + f.addrLen()/4 }
 // change a rule ⇒ change its comment.
 const (
 	cmtLocal     = "nftcni portmap v1: local destinations"
+	cmtLoopback  = "nftcni portmap v1: loopback destinations only from this host"
 	cmtCond      = "nftcni portmap v1: conditional mappings"
 	cmtHostIP    = "nftcni portmap v1: host-IP mappings"
 	cmtAny       = "nftcni portmap v1: mappings"
@@ -82,14 +83,17 @@ const (
 
 // staticRules are ch's rules in family f.
 func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
+	// fib daddr type local jump hostports
+	local := nft.StaticRule{Comment: cmtLocal, Exprs: []expr.Any{
+		&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+		&expr.Verdict{Kind: expr.VerdictJump, Chain: f.hostport.Name},
+	}}
 	switch ch {
-	case f.prerouting, f.output:
-		// fib daddr type local jump hostports
-		return []nft.StaticRule{{Comment: cmtLocal, Exprs: []expr.Any{
-			&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
-			&expr.Verdict{Kind: expr.VerdictJump, Chain: f.hostport.Name},
-		}}}
+	case f.prerouting:
+		return []nft.StaticRule{loopbackOnlyFromHost(f), local}
+	case f.output:
+		return []nft.StaticRule{local}
 	case f.hostport:
 		after := f.afterAddr()
 		return []nft.StaticRule{
@@ -153,6 +157,43 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 		)}}
 	}
 	return nil
+}
+
+// loopbackOnlyFromHost keeps packets to a loopback address that arrive
+// from an interface out of the mappings, wildcard and host-IP ones alike:
+//
+//	ip daddr 127.0.0.0/8 return    (ip6 daddr ::1 return)
+//
+// A mapping whose hostIP is 127.0.0.1 is meant for this host's own
+// clients. Without this rule, a neighbour that routes 127.0.0.0/8 to us
+// (CVE-2020-8558) has its packets translated here, before the routing
+// decision that would have dropped them as martians, and forwarded to the
+// container. Which traffic "comes from this host" is decided by the hook,
+// not by a match: the host's own packets are translated in the output
+// hook, which sees nothing else, and never reach prerouting as new
+// connections (looped back through lo they belong to a connection
+// already). Rejected alternatives: `fib saddr type local` trusts the
+// source address, which the neighbour chooses (127.0.0.1 or one of our
+// addresses; reverse-path filtering only runs after prerouting); `iif lo`
+// would be a condition on packets prerouting never translates anyway.
+//
+// For IPv6 the kernel itself drops packets to ::1 that arrive on any
+// interface but lo before any hook (RFC 4291 2.5.3); the rule covers the
+// exception it makes for l3mdev (VRF) devices and says the same thing.
+func loopbackOnlyFromHost(f *family) nft.StaticRule {
+	var ex []expr.Any
+	if f.v6 {
+		ex = []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip6Dst, Len: 16},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: netip.IPv6Loopback().AsSlice()},
+		}
+	} else {
+		ex = []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
+		}
+	}
+	return nft.StaticRule{Comment: cmtLoopback, Exprs: append(ex, &expr.Verdict{Kind: expr.VerdictReturn})}
 }
 
 // ctStatusDNAT matches connections that were (or were not) destination

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
@@ -13,9 +14,10 @@ import (
 
 // cmdCheck verifies that the attachment described by prevResult still
 // exists: the bridge, the container veth, the host veth
-// joining them, and the container's addresses and routes. Unlike the
-// reference, a layer-2-only config (no IPAM) is checked too instead of
-// failing on the missing IPAM type.
+// joining them, with isGateway the gateway addresses on the bridge (or
+// its VLAN interface), and the container's addresses and routes. Unlike
+// the reference, a layer-2-only config (no IPAM) is checked too instead of
+// failing on the missing IPAM type, and the gateway is checked at all.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
@@ -115,6 +117,11 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if !vethFound {
 		return fmt.Errorf("CNI veth created for bridge %s was not found", conf.BrName)
 	}
+	if conf.IsGW {
+		if err := checkGateways(hh, conf, result); err != nil {
+			return err
+		}
+	}
 
 	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
@@ -139,4 +146,47 @@ func validateInterface(h *netlinkx.Handle, intf cni.Interface, inSandbox bool) (
 		return l, fmt.Errorf("Interface %s should not be in sandbox", intf.Name)
 	}
 	return l, nil
+}
+
+// checkGateways verifies that each gateway address ADD put on the bridge
+// (with vlan, on its VLAN interface <bridge>.<vlan>) is still there: for
+// every IP of prevResult, its gateway with the IP's prefix length, the
+// gateway being the first address of the subnet when prevResult has none
+// (as ADD computes it, see calcGateways). Without it the container's
+// default route leads nowhere, which the container-side checks cannot see.
+func checkGateways(hh *netlinkx.Handle, conf *NetConf, r *cni.Result) error {
+	where, name := "bridge", conf.BrName
+	if conf.Vlan != 0 {
+		where, name = "VLAN interface", fmt.Sprintf("%s.%d", conf.BrName, conf.Vlan)
+	}
+	addrs, err := hh.Addrs(name, 0)
+	if errors.Is(err, netlinkx.ErrNotFound) {
+		return fmt.Errorf("Gateway %s %s not found", where, name)
+	}
+	if err != nil {
+		return err
+	}
+	for _, ip := range r.IPs {
+		gw := ip.Gateway
+		if !gw.IsValid() {
+			gw = ip.Address.Masked().Addr().Next()
+		}
+		want := netip.PrefixFrom(gw, ip.Address.Bits())
+		var problem string
+		found := false
+		for _, a := range addrs {
+			switch {
+			case a.Prefix == want && a.DADFailed():
+				problem = " (duplicate address detection failed)"
+			case a.Prefix == want:
+				found = true
+			case a.Prefix.Addr() == gw:
+				problem = fmt.Sprintf(" (%s has %s)", name, a.Prefix)
+			}
+		}
+		if !found {
+			return fmt.Errorf("Failed to match gateway addr %s on %s %s%s", want, where, name, problem)
+		}
+	}
+	return nil
 }

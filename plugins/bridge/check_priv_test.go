@@ -88,6 +88,48 @@ func TestCheck(t *testing.T) {
 	th.FailsWith("bridge removed", check, "Interface name br0 not found")
 }
 
+// TestCheckGateway: with isGateway, CHECK finds each gateway address of
+// prevResult on the bridge, with the IP's prefix length: computed (IPv4
+// here) or given by IPAM (IPv6 here). The reference does not look, so its
+// CHECK passes on a bridge whose gateway is gone and the containers'
+// default routes lead nowhere.
+func TestCheckGateway(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	ctr, _ := plugintest.NewCtr(t)
+	cfg := conf("1.0.0", `,"isGateway":true`+plugintest.Static("", "10.71.0.2/24", "fd00:71::2/64 fd00:71::fe"))
+	out := th.OK(plugintest.Cmd("ADD", ctr, "gw", cfg))
+	check := plugintest.Cmd("CHECK", ctr, "gw", plugintest.WithPrev(cfg, out))
+	th.OK(check)
+
+	for _, tc := range []struct {
+		gone, instead netip.Prefix
+		want          string
+	}{
+		{gone: netip.MustParsePrefix("10.71.0.1/24"),
+			want: "Failed to match gateway addr 10.71.0.1/24 on bridge br0"},
+		{gone: netip.MustParsePrefix("10.71.0.1/24"), instead: netip.MustParsePrefix("10.71.0.1/16"),
+			want: "Failed to match gateway addr 10.71.0.1/24 on bridge br0 (br0 has 10.71.0.1/16)"},
+		{gone: netip.MustParsePrefix("fd00:71::fe/64"),
+			want: "Failed to match gateway addr fd00:71::fe/64 on bridge br0"},
+	} {
+		plugintest.Must(t, th.H.DelAddr("br0", tc.gone))
+		if tc.instead.IsValid() {
+			plugintest.Must(t, th.H.AddAddr("br0", tc.instead, nodad))
+		}
+		th.FailsWith(tc.gone.String()+" removed", check, tc.want)
+		if tc.instead.IsValid() {
+			plugintest.Must(t, th.H.DelAddr("br0", tc.instead))
+		}
+		plugintest.Must(t, th.H.AddAddr("br0", tc.gone, nodad))
+		th.OK(check)
+	}
+	// Without isGateway there is no gateway to look for.
+	plugintest.Must(t, th.H.DelAddr("br0", netip.MustParsePrefix("10.71.0.1/24")))
+	noGW := strings.Replace(cfg, `"isGateway":true`, `"isGateway":false`, 1)
+	th.OK(plugintest.Cmd("CHECK", ctr, "gw", plugintest.WithPrev(noGW, out)))
+}
+
 // TestCheckL2Only: a config without IPAM can be checked (the reference
 // always fails with "no plugin name provided").
 func TestCheckL2Only(t *testing.T) {

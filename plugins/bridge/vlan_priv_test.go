@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"net/netip"
 	"slices"
 	"testing"
@@ -106,7 +107,10 @@ func TestVlanGatewayInterface(t *testing.T) {
 	th := newHost(t)
 	c1, _ := plugintest.NewCtr(t)
 	c2, _ := plugintest.NewCtr(t)
-	r1 := th.Add(c1, "g1", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+plugintest.Static("", "10.120.0.2/24")))
+	cfg := conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+plugintest.Static("", "10.120.0.2/24"))
+	out1 := th.OK(plugintest.Cmd("ADD", c1, "g1", cfg))
+	r1 := &plugintest.WireResult{}
+	plugintest.Must(t, json.Unmarshal([]byte(out1), r1))
 	r2 := th.Add(c2, "g2", conf("1.0.0", `,"vlan":100,"isDefaultGateway":true`+plugintest.Static("", "10.120.0.3/24")))
 
 	for _, r := range []*plugintest.WireResult{r1, r2} {
@@ -149,4 +153,10 @@ func TestVlanGatewayInterface(t *testing.T) {
 	if !privtest.UDPRoundTrip(t, c2, c1, netip.MustParseAddr("10.120.0.2")) {
 		t.Error("container -> container on the VLAN: no round trip")
 	}
+
+	// CHECK looks for the gateway there.
+	check := plugintest.Cmd("CHECK", c1, "g1", plugintest.WithPrev(cfg, out1))
+	th.OK(check)
+	plugintest.Must(t, th.H.DelAddr("br0.100", netip.MustParsePrefix("10.120.0.1/24")))
+	th.FailsWith("gateway removed", check, "Failed to match gateway addr 10.120.0.1/24 on VLAN interface br0.100")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/internal/privtest"
 )
 
 // Config errors are found before anything is changed, so these run the
@@ -24,6 +25,11 @@ func conf(version, fieldsJSON, prev string) string {
 	return c
 }
 
+// noBus is the error of the firewalld backend where no system bus listens
+// (plugintest.Main points the tests' DBUS_SYSTEM_BUS_ADDRESS nowhere).
+var noBus = "firewalld backend: connecting to the system bus: dial unix " +
+	strings.TrimPrefix(privtest.NoSystemBus, "unix:path=") + ": connect: no such file or directory"
+
 func TestConfigErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, cmd, stdin string
@@ -32,7 +38,11 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no prevResult", "ADD", conf("1.0.0", "", ""), 999, "missing prevResult from earlier plugin"},
 		{"CHECK without prevResult", "CHECK", conf("1.0.0", "", ""), 999, "missing prevResult from earlier plugin"},
-		{"firewalld", "ADD", conf("1.0.0", `,"backend":"firewalld"`, bridgePrev), 2, `backend "firewalld" is not supported yet`},
+		{"firewalld without a system bus", "ADD", conf("1.0.0", `,"backend":"firewalld"`, bridgePrev), 999, noBus},
+		{"relative firewalldStateDir", "ADD", conf("1.0.0", `,"firewalldStateDir":"state"`, bridgePrev), 7, `firewalldStateDir "state" is not an absolute path`},
+		{"DEL, relative firewalldStateDir", "DEL", conf("1.0.0", `,"firewalldStateDir":"state"`, ""), 7, `firewalldStateDir "state" is not an absolute path`},
+		{"GC, relative firewalldStateDir", "GC", conf("1.1.0", `,"firewalldStateDir":"state","cni.dev/valid-attachments":[]`, ""), 7,
+			`firewalldStateDir "state" is not an absolute path`},
 		{"unknown ingress policy", "ADD", conf("1.0.0", `,"ingressPolicy":"closed"`, bridgePrev), 999, `unknown ingress policy: "closed"`},
 		{"same-bridge without interfaces", "ADD", conf("1.0.0", `,"ingressPolicy":"same-bridge"`, noIfPrev), 999,
 			`interface needs to be set for ingress policy "same-bridge", make sure to chain "firewall" plugin with "bridge"`},
@@ -44,6 +54,10 @@ func TestConfigErrors(t *testing.T) {
 			`iptablesAdminChainName "MY ADMIN": only printable ASCII without spaces or quotes is allowed`},
 		{"admin chain is ours", "ADD", conf("1.0.0", `,"iptablesAdminChainName":"forward"`, bridgePrev), 7,
 			`iptablesAdminChainName "forward" is the name of one of the firewall's own chains`},
+		{"accept chain without a chain name", "ADD", conf("1.0.0", `,"nftablesAcceptChains":["inet filter"]`, bridgePrev), 7,
+			`nftablesAcceptChains[0] "inet filter": want "<family> <table> <chain>", e.g. "inet filter forward"`},
+		{"accept chain of iptables-nft", "CHECK", conf("1.0.0", `,"nftablesAcceptChains":["inet filter forward","ip filter FORWARD"]`, bridgePrev), 7,
+			`nftablesAcceptChains[1] "ip filter FORWARD": ip filter is iptables-nft's table (its FORWARD chain gets the attachment's rules without being named)`},
 		{"wrong type", "ADD", conf("1.0.0", `,"backend":5`, bridgePrev), 999,
 			"failed to load netconf: json: cannot unmarshal number into Go struct field NetConf.backend of type string"},
 		{"bad prevResult", "ADD", conf("1.0.0", "", `{"ips":[{"address":"nope"}]}`), 999, "could not parse prevResult: invalid CIDR address: nope"},

@@ -3,7 +3,8 @@
 // administrator's chain first, and optionally isolates bridges from each
 // other (ingressPolicy). It behaves like the reference firewall plugin,
 // with native nftables instead of the reference's iptables backend
-// (nft/firewall); see README.md for the differences.
+// (nft/firewall) and, like the reference, firewalld's zones when firewalld
+// runs (firewalld.go); see README.md for the differences.
 package firewall
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/firewall"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -37,6 +39,9 @@ var Plugin = &cni.Plugin{
 		if _, err := policy(conf); err != nil {
 			return err
 		}
+		if _, err := acceptChains(conf); err != nil {
+			return err
+		}
 		_, err = adminChain(conf)
 		return err
 	},
@@ -47,10 +52,18 @@ type NetConf struct {
 	cni.NetConf
 	Backend                string `json:"backend"`
 	IptablesAdminChainName string `json:"iptablesAdminChainName"`
-	// FirewalldZone is accepted and unused: it only means something to
-	// the firewalld backend, which we do not have yet.
+	// FirewalldZone is the zone the firewalld backend puts the
+	// container's addresses in; "" means trusted.
 	FirewalldZone string `json:"firewalldZone"`
 	IngressPolicy string `json:"ingressPolicy"`
+	// NftablesAcceptChains (ours, opt-in) names chains of the host's own
+	// nftables ruleset, "<family> <table> <chain>", that get the
+	// container's accepts: a forward chain with policy drop would drop
+	// its packets whatever our table accepts.
+	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
+	// FirewalldStateDir is ours: where the firewalld backend records the
+	// sources it added; "" means firewalld.DefaultStateDir.
+	FirewalldStateDir string `json:"firewalldStateDir"`
 }
 
 // The reference's ingressPolicy values.
@@ -73,19 +86,18 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	return &c, nil
 }
 
-// checkBackend accepts every backend value the reference accepts except
-// firewalld: "iptables" and anything else (which the reference reads as
-// "auto") mean our native nftables rules.
+// checkBackend accepts every backend value, as the reference does, and
+// the firewalld backend's own keys. "iptables" means our native nftables
+// rules; anything but "firewalld" is read as absent, as the reference
+// reads it (firewalldBackend decides).
 func checkBackend(c *NetConf, a *cni.CmdArgs) error {
 	switch c.Backend {
-	case "firewalld":
-		return cni.NewError(cni.CodeUnsupportedField, `backend "firewalld" is not supported yet`,
-			`the firewall plugin has only its native nftables backend; omit "backend" or set it to "iptables"`)
-	case "", "iptables":
+	case "", "iptables", "firewalld":
 	default:
-		a.Logf("firewall: backend %q is not a backend name; using the native nftables backend", c.Backend)
+		a.Logf("firewall: backend %q is not a backend name; choosing as without one (firewalld if it runs, else native nftables)", c.Backend)
 	}
-	return nil
+	_, err := sourceStore(c)
+	return err
 }
 
 // policy parses ingressPolicy with the reference's error text.
@@ -121,6 +133,24 @@ func adminChain(c *NetConf) (string, error) {
 	return name, nil
 }
 
+// acceptChains parses nftablesAcceptChains: the chains that parse, and
+// the first mistake (code 7, naming the entry).
+func acceptChains(c *NetConf) ([]foreign.Chain, error) {
+	var out []foreign.Chain
+	var first error
+	for i, s := range c.NftablesAcceptChains {
+		ch, err := foreign.Parse(s)
+		if err != nil {
+			if first == nil {
+				first = cni.Errorf(cni.CodeInvalidNetworkConfig, "nftablesAcceptChains[%d] %v", i, err)
+			}
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out, first
+}
+
 // attachment computes what the attachment needs from the config and
 // prevResult, checking everything before anything is changed (the
 // reference finds a bad ingress policy only after its backend acted).
@@ -133,7 +163,11 @@ func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachme
 	if err != nil {
 		return firewall.Attachment{}, err
 	}
-	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin}
+	chains, err := acceptChains(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin, AcceptChains: chains}
 	// Every prevResult address, without interface filtering (as the
 	// reference).
 	for _, ip := range prev.IPs {
@@ -176,8 +210,9 @@ func prevResult(c *NetConf) (*cni.Result, error) {
 }
 
 // cmdAdd installs the attachment's state and passes prevResult through
-// unchanged. It is one nftables batch: a failed ADD changed nothing.
-func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+// unchanged. Natively it is one nftables batch: a failed ADD changed
+// nothing; under firewalld a failed ADD takes back what it added.
+func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return nil, err
@@ -192,6 +227,17 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	at, err := attachment(conf, a, prev)
 	if err != nil {
 		return nil, err
+	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return nil, err
+	}
+	if fwd != nil {
+		defer fwd.Close()
+		if err := addFirewalld(ctx, fwd, conf, at); err != nil {
+			return nil, err
+		}
+		return prev, nil
 	}
 	if err := firewall.Setup(nil, at); err != nil {
 		return nil, err
@@ -199,29 +245,41 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	return prev, nil
 }
 
-// cmdDel removes everything carrying the attachment's owner tag, with or
-// without prevResult and whatever became of the namespace (the reference
-// removes only the rules for prevResult's addresses). As in the
-// reference, an unknown ingressPolicy still fails DEL — after the
-// cleanup.
-func cmdDel(_ context.Context, a *cni.CmdArgs) error {
+// cmdDel removes everything carrying the attachment's owner tag — in our
+// table, iptables-nft's FORWARD chains and the nftablesAcceptChains — and
+// the firewalld sources recorded for it, with or without prevResult and
+// whatever became of the namespace (the reference removes only the rules
+// for prevResult's addresses). As in the reference, an unknown
+// ingressPolicy still fails DEL — after the cleanup; so does a mistake in
+// nftablesAcceptChains (the entries that parse are cleaned up).
+func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
-	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
+	if _, err := sourceStore(conf); err != nil {
 		return err
 	}
-	_, err = policy(conf)
-	return err
+	chains, chainsErr := acceptChains(conf)
+	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a), chains); err != nil {
+		return err
+	}
+	if err := delFirewalld(ctx, conf, a); err != nil {
+		return err
+	}
+	if _, err = policy(conf); err != nil {
+		return err
+	}
+	return chainsErr
 }
 
 // cmdCheck verifies the attachment's state for prevResult's addresses:
 // the table's rules, the admin chain and its jump, the attachment's
 // elements (the reference checks its iptables rules, not the ingress
-// policy; we check that too), and its rules in an iptables-nft FORWARD
-// chain, if one exists.
-func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
+// policy; we check that too), and its rules in iptables-nft's FORWARD
+// chains and the nftablesAcceptChains; under firewalld, the addresses in
+// the zone and the ingress policy.
+func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
@@ -237,15 +295,24 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return err
+	}
+	if fwd != nil {
+		defer fwd.Close()
+		return checkFirewalld(ctx, fwd, conf, at)
+	}
 	if err := firewall.Check(nil, at); err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
 	return nil
 }
 
-// cmdGC removes this network's state that belongs to none of the valid
+// cmdGC removes this network's state — nftables elements and rules, in
+// others' chains too, recorded firewalld sources — that belongs to none of the valid
 // attachments; without a valid-attachments list nothing is collected.
-func cmdGC(_ context.Context, a *cni.CmdArgs) error {
+func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
@@ -255,5 +322,11 @@ func cmdGC(_ context.Context, a *cni.CmdArgs) error {
 		a.Logf("firewall: GC without cni.dev/valid-attachments: nothing collected")
 		return nil
 	}
-	return firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts))
+	if _, err := sourceStore(conf); err != nil {
+		return err
+	}
+	if err := firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
+		return err
+	}
+	return gcFirewalld(ctx, conf, atts)
 }

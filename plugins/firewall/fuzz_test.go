@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,14 +14,15 @@ import (
 // the attachment ADD would install: never a panic; what goes into the
 // nftables batch is bounded — an admin chain name of at most 64 printable
 // bytes that is not one of ours, a bridge name of 1 to 15 bytes whenever
-// a policy other than open applies; the config round-trips
-// (plugintest.Fixpoint).
+// a policy other than open applies; a firewalldStateDir accepted is
+// absolute; the config round-trips (plugintest.Fixpoint).
 func FuzzConfig(f *testing.F) {
 	for _, fields := range []string{
 		"", `,"backend":"firewalld"`, `,"backend":"iptables","firewalldZone":"z"`,
 		`,"ingressPolicy":"same-bridge"`, `,"ingressPolicy":"isolated"`, `,"ingressPolicy":"closed"`,
 		`,"iptablesAdminChainName":"MY-ADMIN"`, `,"iptablesAdminChainName":"MY ADMIN"`, `,"iptablesAdminChainName":"forward"`,
 		`,"iptablesAdminChainName":"` + strings.Repeat("A", 65) + `"`, `,"backend":5`,
+		`,"backend":"firewalld","firewalldZone":"internal","firewalldStateDir":"/run/x"`, `,"firewalldStateDir":"rel/dir"`,
 	} {
 		for _, prev := range []string{"", bridgePrev, noIfPrev, `{"cniVersion":"1.0.0","interfaces":[{"name":""}],"ips":[{"address":"10.1.0.5/24"}]}`,
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"a-very-long-bridge-name"}],"ips":[{"address":"10.1.0.5/24"}]}`, `{"ips":[{"address":"nope"}]}`} {
@@ -33,7 +35,9 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		plugintest.Fixpoint(t, c, loadConf)
-		_ = checkBackend(c, &cni.CmdArgs{})
+		if checkBackend(c, &cni.CmdArgs{}) == nil && c.FirewalldStateDir != "" && !filepath.IsAbs(c.FirewalldStateDir) {
+			t.Fatalf("firewalldStateDir %q accepted", c.FirewalldStateDir)
+		}
 		prev, err := prevResult(c)
 		if err != nil {
 			return

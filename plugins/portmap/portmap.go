@@ -48,14 +48,14 @@ const CodeHostPortInUse uint = 100
 
 func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name, a) }
 
-// spec turns the config into what the data plane wants for one attachment.
-func spec(c *config, a *cni.CmdArgs) portmap.Spec {
-	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6}
-	v4, v6 := containerAddrs(c.prev, a.IfName)
-	for _, cip := range []netip.Prefix{v4, v6} {
-		if !cip.IsValid() {
-			continue
-		}
+// spec turns the config into what the data plane wants for one attachment,
+// all but Spec.Localnet (localnetIfaces). forwarding says whether the
+// attachment forwards any port: hairpin and localhost masquerade come with
+// any mapping, whatever its family. masqAll widens hairpin to every client
+// and, like it, needs snat.
+func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, MasqAll: c.MasqAll, AcceptChains: c.accept}
+	for _, cip := range containerPrefixes(c, a) {
 		addr := cip.Addr().Unmap()
 		for _, m := range c.mappings {
 			// Mappings for a host IP of the other family are skipped for
@@ -68,7 +68,7 @@ func spec(c *config, a *cni.CmdArgs) portmap.Spec {
 				Target: netip.AddrPortFrom(addr, m.containerPort),
 			})
 		}
-		if c.snat && len(c.mappings) > 0 {
+		if c.snat && forwarding {
 			s.Hairpin = append(s.Hairpin, cip)
 			if addr.Is4() {
 				s.Localhost = append(s.Localhost, addr)
@@ -76,6 +76,19 @@ func spec(c *config, a *cni.CmdArgs) portmap.Spec {
 		}
 	}
 	return s
+}
+
+// containerPrefixes are the container's first IPv4 and first IPv6
+// address (containerAddrs) that exist.
+func containerPrefixes(c *config, a *cni.CmdArgs) []netip.Prefix {
+	var out []netip.Prefix
+	v4, v6 := containerAddrs(c.prev, a.IfName)
+	for _, p := range []netip.Prefix{v4, v6} {
+		if p.IsValid() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
@@ -89,14 +102,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if c.ExternalSetMarkChain != nil {
 		a.Logf("portmap: externalSetMarkChain %q ignored: there are no iptables chains to jump to; masquerade is native nftables", *c.ExternalSetMarkChain)
 	}
-	s := spec(c, a)
+	s := spec(c, a, len(c.mappings) > 0)
 	if len(s.Mappings) == 0 {
 		// Nothing to forward: remove what an earlier ADD of this
 		// attachment left, which writes nothing when there is none.
-		if _, err := portmap.Teardown(nil, s.Owner); err != nil {
+		if _, err := portmap.Teardown(nil, s.Owner, c.accept); err != nil {
 			return nil, err
 		}
 		return c.prev, nil
+	}
+	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
+		return nil, err
 	}
 	if err := portmap.Setup(nil, s); err != nil {
 		var ce *portmap.ConflictError
@@ -106,12 +122,6 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		return nil, err
 	}
 	flushUDP(a, s.Mappings)
-	if c.snat {
-		if err := enableRouteLocalnet(s.Localhost); err != nil {
-			_, _ = portmap.Teardown(nil, s.Owner) // a failed ADD leaves nothing
-			return nil, err
-		}
-	}
 	return c.prev, nil
 }
 
@@ -145,21 +155,23 @@ func flushPorts(a *cni.CmdArgs, p4, p6 []uint16) {
 	}
 }
 
-// enableRouteLocalnet lets 127.0.0.0/8 clients reach the containers:
-// after DNAT their packets leave through the interface that routes to the
-// container, which must accept a loopback source (net.ipv4.conf.<if>.
-// route_localnet). A failed route lookup skips the interface, as in the
-// reference; the setting is never reverted (other containers may share the
-// interface). Our input chain guards what route_localnet would expose.
-func enableRouteLocalnet(addrs []netip.Addr) error {
+// localnetIfaces are the interfaces that route to addrs, the containers
+// 127.0.0.0/8 clients reach: after DNAT those clients' packets leave
+// through such an interface with a loopback source, which it must accept
+// (route_localnet, which portmap.Setup sets and Teardown and GC give back
+// when the interface's last such attachment goes). A failed route lookup
+// skips the address, as in the reference. Our input chain guards what
+// route_localnet would expose.
+func localnetIfaces(addrs []netip.Addr) ([]string, error) {
 	if len(addrs) == 0 {
-		return nil
+		return nil, nil
 	}
 	h, err := netlinkx.Open(nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer h.Close()
+	var out []string
 	for _, a := range addrs {
 		r, err := h.RouteTo(a)
 		if err != nil || r.LinkIndex == 0 {
@@ -169,11 +181,9 @@ func enableRouteLocalnet(addrs []netip.Addr) error {
 		if err != nil {
 			continue
 		}
-		if err := netlinkx.SetSysctl(nil, "net/ipv4/conf/"+l.Name+"/route_localnet", "1"); err != nil {
-			return fmt.Errorf("unable to enable route_localnet: %w", err)
-		}
+		out = append(out, l.Name)
 	}
-	return nil
+	return out, nil
 }
 
 // cmdDel removes everything the attachment owns, whether or not the
@@ -185,16 +195,32 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return fmt.Errorf("failed to parse config: %w", err)
 	}
-	removed, err := portmap.Teardown(nil, owner(c, a))
+	removed, err := portmap.Teardown(nil, owner(c, a), c.accept)
 	if err != nil {
 		return err
 	}
+	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
 	return nil
 }
 
-// cmdCheck verifies that the attachment's elements are exactly those its
-// config and prevResult ask for (the reference only counts rules).
+// warn logs what DEL or GC could not undo but did not fail for.
+func warn(a *cni.CmdArgs, r portmap.Removed) {
+	if r.Warning != nil {
+		a.Logf("portmap: %v (kept for the next DEL or GC to retry)", r.Warning)
+	}
+}
+
+// cmdCheck verifies the attachment's state (the reference only counts
+// rules, and only when the runtime sends the mappings). With
+// runtimeConfig.portMappings, the state must be exactly what they, the
+// config and prevResult ask for. Without it (`cnitool check`, `nftcni
+// check`, any runtime that does not resend capability arguments), the
+// mappings the attachment's own elements record stand in for them: each
+// must forward to the container's address, and the rest (hairpin,
+// localhost, route_localnet, owner marker, the accepts in other owners'
+// forward chains) must be what ADD makes for them. `"portMappings": []` is
+// a statement: no mappings, so no state, in others' chains neither.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
 	if err != nil {
@@ -203,7 +229,22 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if c.prev == nil {
 		return fmt.Errorf("Required prevResult missing")
 	}
-	return portmap.Check(nil, spec(c, a))
+	sent := c.RuntimeConfig.PortMaps != nil
+	s := spec(c, a, !sent || len(c.mappings) > 0)
+	if sent && len(s.Mappings) == 0 {
+		s = portmap.Spec{Owner: s.Owner, AcceptChains: s.AcceptChains} // what ADD leaves: nothing
+	}
+	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
+		return err
+	}
+	if sent {
+		return portmap.Check(nil, s)
+	}
+	var addrs []netip.Addr
+	for _, p := range containerPrefixes(c, a) {
+		addrs = append(addrs, p.Addr().Unmap())
+	}
+	return portmap.CheckRecorded(nil, s, addrs)
 }
 
 // cmdGC removes the port mappings of this network that no valid
@@ -223,6 +264,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
 	return nil
 }
