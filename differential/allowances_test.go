@@ -45,6 +45,7 @@ const (
 	bandwidthDoc = "plugins/bandwidth/README.md"
 	tuningDoc    = "plugins/tuning/README.md"
 	dhcpDoc      = "ipam/dhcp/README.md"
+	portmapDoc   = "plugins/portmap/README.md"
 )
 
 // Scenario groups: those whose chain starts with a bridge, with a ptp,
@@ -140,6 +141,12 @@ var allowances = []allowance{
 		key:    `output bridge ADD \.dns\..*`,
 		doc:    "result `dns` | never | from options 6, 15, 119",
 		reason: "the spec's result has the field"},
+
+	// portmap
+	{readme: portmapDoc, scenario: `portmap/.*`,
+		key:    `after DEL host sysctl net/ipv4/conf/cni0 route_localnet`,
+		doc:    "| `route_localnet` | set on ADD, never reverted |",
+		reason: "the interface gets its value back"},
 
 	// bandwidth
 	{readme: bandwidthDoc, scenario: `bandwidth/.*`,

@@ -13,7 +13,7 @@ import (
 
 // gwBridge is a bridge with host-local, the usual head of a chain.
 func gwBridge(ranges string) string {
-	return `{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"ipam":` + hostLocal(ranges, "") + `}`
+	return `{"type":"bridge","bridge":"cni0","isDefaultGateway":true,"ipMasq":true,"ipam":` + hostLocal(ranges, "") + `}`
 }
 
 func ptpHead(ranges string) string {
@@ -37,10 +37,10 @@ func mapped(from string, dial string) func(t *testing.T, s *side) string {
 func portmapScenarios() []*scenario {
 	pm := `{"type":"portmap","capabilities":{"portMappings":true}}`
 	return []*scenario{
-		{name: "tcp from outside, host, hairpin", plugin: "portmap", setup: uplink,
+		{name: "tcp from outside and from the host", plugin: "portmap", setup: uplink,
 			conf:  conflist("1.0.0", gwBridge(v4), pm),
 			caps:  map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
-			probe: probes(mapped("out", "192.0.2.1:8080"), mapped("ctr", "192.0.2.1:8080"), mapped("host", "192.0.2.1:8080"))},
+			probe: probes(mapped("out", "192.0.2.1:8080"), mapped("host", "127.0.0.1:8080"), mapped("host", "192.0.2.1:8080"))},
 		{name: "dual-stack hostIP udp", plugin: "portmap", setup: uplink,
 			conf: conflist("1.1.0", gwBridge(dual), pm),
 			caps: map[string]any{"portMappings": []map[string]any{

@@ -64,6 +64,11 @@ type rawNS struct {
 	qdiscs  []tc.Object
 	filters map[string][]tc.Object // "<link> <parent>" → filters
 	sysctl  map[string]string      // path under /proc/sys/net → value
+	// tentative counts IPv6 addresses of links with a carrier still
+	// waiting for the kernel's duplicate address work: even with DAD off
+	// it starts after a random delay of up to a second (rtr_solicit_delay)
+	// and only then adds the address's local route and multicast group.
+	tentative int
 	nsids   map[int32]string       // nsid as seen from here → role
 }
 
@@ -144,6 +149,24 @@ func readNS(role string, ns *netns.NS, others map[string]*netns.NS) (*rawNS, err
 				return nil, fmt.Errorf("dump %d in %s: %w", q.typ, role, err)
 			}
 			*q.dst = append(*q.dst, msgs...)
+		}
+	}
+
+	for _, m := range r.addrs {
+		b := m.Data
+		if len(b) < 8 || b[0] != unix.AF_INET6 {
+			continue
+		}
+		flags := uint32(b[2])
+		as, _ := netlink.UnmarshalAttributes(b[8:])
+		for _, a := range as {
+			if a.Type&0x3fff == unix.IFA_FLAGS && len(a.Data) == 4 {
+				flags = binary.NativeEndian.Uint32(a.Data)
+			}
+		}
+		l := r.byIndex[int32(binary.NativeEndian.Uint32(b[4:8]))]
+		if flags&unix.IFA_F_TENTATIVE != 0 && flags&unix.IFA_F_DADFAILED == 0 && l != nil && l.flags&unix.IFF_LOWER_UP != 0 {
+			r.tentative++
 		}
 	}
 

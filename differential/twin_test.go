@@ -289,24 +289,27 @@ func literalMACs(sc *scenario) map[string]bool {
 	return m
 }
 
-// settled reads the side's state until two reads in a row agree (links
-// going up, routes following addresses settle within milliseconds).
+// settled reads the side's state until two reads in a row agree and no
+// IPv6 address on a link with a carrier waits for the kernel's address
+// work any more (links going up, routes following addresses settle
+// within milliseconds; that work within a second).
 func (s *side) settled(sc *scenario, literal map[string]bool) (state, *norm) {
 	s.t.Helper()
 	var last state
-	for range 60 {
-		st, n := s.read(sc, literal)
-		if last != nil && reflect.DeepEqual(st, last) {
+	for range 100 {
+		st, n, pending := s.read(sc, literal)
+		if last != nil && pending == 0 && reflect.DeepEqual(st, last) {
 			return st, n
 		}
 		last = st
 		time.Sleep(40 * time.Millisecond)
 	}
-	s.t.Logf("%s: state still changing after 60 reads; comparing the last", s.name)
-	return s.read(sc, literal)
+	s.t.Logf("%s: state still changing after 100 reads; comparing the last", s.name)
+	st, n, _ := s.read(sc, literal)
+	return st, n
 }
 
-func (s *side) read(sc *scenario, literal map[string]bool) (state, *norm) {
+func (s *side) read(sc *scenario, literal map[string]bool) (state, *norm, int) {
 	s.t.Helper()
 	var raws []*rawNS
 	roles := s.compared(sc)
@@ -328,7 +331,11 @@ func (s *side) read(sc *scenario, literal map[string]bool) (state, *norm) {
 	}
 	st := render(raws, n)
 	st["files"] = s.files(n)
-	return st, n
+	pending := 0
+	for _, r := range raws {
+		pending += r.tentative
+	}
+	return st, n, pending
 }
 
 // files is what the plugins keep in the side's temporary directory (IPAM
@@ -650,6 +657,10 @@ func runScenario(t *testing.T, sc *scenario) {
 				t.Logf("%s %s exit %d: %s", c.plugin, c.command, c.exit, o.norm.text(c.stdout))
 			}
 		}
+	}
+	if ro.probe != "" {
+		t.Logf("probe, reference: %s", ro.probe)
+		t.Logf("probe, nftcni:    %s", oo.probe)
 	}
 	report(t, sc, compare(ro, oo))
 }
