@@ -69,7 +69,7 @@ type rawNS struct {
 	// it starts after a random delay of up to a second (rtr_solicit_delay)
 	// and only then adds the address's local route and multicast group.
 	tentative int
-	nsids   map[int32]string       // nsid as seen from here → role
+	nsids     map[int32]string // nsid as seen from here → role
 }
 
 // readNS dumps one namespace; others are the side's other namespaces, for
