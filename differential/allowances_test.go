@@ -46,12 +46,14 @@ const (
 	tuningDoc    = "plugins/tuning/README.md"
 	dhcpDoc      = "ipam/dhcp/README.md"
 	portmapDoc   = "plugins/portmap/README.md"
+	vlanDoc      = "plugins/vlan/README.md"
+	vrfDoc       = "plugins/vrf/README.md"
 )
 
 // Scenario groups: those whose chain starts with a bridge, with a ptp,
 // with host-device.
 const (
-	bridgeHeaded  = `bridge/.*|portmap/.*|firewall/(bridge.*|ingressPolicy.*)|sbr/bridge.*|dhcp/.*bridge.*`
+	bridgeHeaded  = `bridge/.*|portmap/.*|firewall/(bridge.*|ingressPolicy.*|under a FORWARD drop policy)|sbr/bridge.*|dhcp/.*bridge.*`
 	hostDevHeaded = `hostdevice/.*|dhcp/lease (on host-device|0.4.0.*)`
 )
 
@@ -71,7 +73,7 @@ var allowances = []allowance{
 		key:    `after ADD ctr sysctl net/ipv6/conf/eth0 ndisc_notify`,
 		doc:    "`arp_notify`/`ndisc_notify` plus a `NETDEV_CHANGEADDR`",
 		reason: "neighbours learn the address at once"},
-	{readme: bridgeDoc, scenario: `bridge/layer 2`,
+	{readme: bridgeDoc, scenario: `bridge/(layer 2|vlanTrunk)`,
 		key:    `answer CHECK ctr|output bridge CHECK (exit|\.code)`,
 		doc:    "CHECK without IPAM (layer 2) | always fails (`no plugin name provided`)",
 		reason: "layer-2 configs are valid"},
@@ -147,6 +149,10 @@ var allowances = []allowance{
 		key:    `after DEL host sysctl net/ipv4/conf/cni0 route_localnet`,
 		doc:    "| `route_localnet` | set on ADD, never reverted |",
 		reason: "the interface gets its value back"},
+	{readme: portmapDoc, scenario: `portmap/under a FORWARD drop policy`,
+		key:    `probe`,
+		doc:    "a FORWARD DROP policy (Docker, kube-proxy), set before or after ADD | host ports dropped (no filter rule)",
+		reason: "a mapping the host's firewall drops does not work"},
 
 	// bandwidth
 	{readme: bandwidthDoc, scenario: `bandwidth/.*`,
@@ -169,6 +175,22 @@ var allowances = []allowance{
 		key:    `after DEL .*`,
 		doc:    "validates the limits (invalid ones make DEL fail)",
 		reason: "the reference's failed DEL leaves the chain's state"},
+
+	// vlan
+	{readme: vlanDoc, scenario: `vlan/(bad vlanId|mtu above master)`,
+		key:    `answer DEL( again)? ctr|output vlan DEL (exit|\.code)`,
+		doc:    "the config must pass ADD's checks",
+		reason: "DEL must always be able to release"},
+	{readme: vlanDoc, scenario: `vlan/(bad vlanId|mtu above master)`,
+		key:    `after DEL files (dir ipam|dir ipam/diffnet|file ipam/diffnet/lock)`,
+		doc:    "else DEL fails (and never reaches IPAM)",
+		reason: "our DEL reaches host-local, which makes its store"},
+
+	// vrf
+	{readme: vrfDoc, scenario: `vrf/no vrfname`,
+		key:    `answer (ADD|DEL|DEL again) ctr|output vrf (ADD|DEL) \.code`,
+		doc:    "no `vrfname` | code 999 | code 7",
+		reason: "a config error"},
 
 	// tuning
 	{readme: tuningDoc, scenario: `tuning/.*`,

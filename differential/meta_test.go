@@ -5,8 +5,18 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
 )
+
+// forwardDrop gives the host what Docker and kube-proxy leave behind: a
+// DROP policy on iptables-nft's FORWARD chains, set with the iptables
+// programs before the ADD.
+func forwardDrop(t *testing.T, s *side) {
+	t.Helper()
+	hostfw.Require(t)
+	hostfw.Commands(t, s.ns["host"], "iptables -P FORWARD DROP\nip6tables -P FORWARD DROP")
+}
 
 // Scenarios of the chained (meta) plugins, each behind an interface
 // plugin that gives it a prevResult.
@@ -51,6 +61,11 @@ func portmapScenarios() []*scenario {
 			conf:  conflist("1.0.0", gwBridge(v4), `{"type":"portmap","backend":"nftables","snat":false,"capabilities":{"portMappings":true}}`),
 			caps:  map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
 			probe: mapped("out", "192.0.2.1:8080")},
+		{name: "under a FORWARD drop policy", plugin: "portmap",
+			setup: func(t *testing.T, s *side) { uplink(t, s); forwardDrop(t, s) },
+			conf:  conflist("1.0.0", gwBridge(v4), pm),
+			caps:  map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
+			probe: mapped("out", "192.0.2.1:8080")},
 		{name: "bad backend", plugin: "portmap",
 			conf: conflist("1.0.0", gwBridge(v4), `{"type":"portmap","backend":"pf","capabilities":{"portMappings":true}}`),
 			caps: map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}}},
@@ -76,6 +91,12 @@ func firewallScenarios() []*scenario {
 		{name: "bridge, outside reachable", plugin: "firewall", setup: uplink,
 			conf:  conflist("1.0.0", gwBridge(v4), `{"type":"firewall"}`),
 			probe: func(t *testing.T, s *side) string { return udpSource(t, s, "ctr", upOut4.Addr()) }},
+		{name: "under a FORWARD drop policy", plugin: "firewall",
+			setup: func(t *testing.T, s *side) { uplink(t, s); forwardDrop(t, s) },
+			conf:  conflist("1.0.0", gwBridge(dual), `{"type":"firewall"}`),
+			probe: probes(
+				func(t *testing.T, s *side) string { return udpSource(t, s, "ctr", upOut4.Addr()) },
+				func(t *testing.T, s *side) string { return udpSource(t, s, "ctr", upOut6.Addr()) })},
 		{name: "ingressPolicy same-bridge", plugin: "firewall", ctrs: 2,
 			conf: conflist("1.0.0", gwBridge(v4), `{"type":"firewall","ingressPolicy":"same-bridge"}`),
 			probe: func(t *testing.T, s *side) string {

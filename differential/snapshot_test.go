@@ -64,10 +64,12 @@ type rawNS struct {
 	qdiscs  []tc.Object
 	filters map[string][]tc.Object // "<link> <parent>" → filters
 	sysctl  map[string]string      // path under /proc/sys/net → value
-	// tentative counts IPv6 addresses of links with a carrier still
-	// waiting for the kernel's duplicate address work: even with DAD off
-	// it starts after a random delay of up to a second (rtr_solicit_delay)
-	// and only then adds the address's local route and multicast group.
+	// tentative counts what the kernel has yet to settle: IPv6 addresses
+	// of links with a carrier still waiting for the duplicate address
+	// work (even with DAD off it starts after a random delay of up to a
+	// second, rtr_solicit_delay, and only then adds the address's local
+	// route and multicast group), and operational states not yet in line
+	// with their link's carrier.
 	tentative int
 	nsids     map[int32]string // nsid as seen from here → role
 }
@@ -166,6 +168,22 @@ func readNS(role string, ns *netns.NS, others map[string]*netns.NS) (*rawNS, err
 		}
 		l := r.byIndex[int32(binary.NativeEndian.Uint32(b[4:8]))]
 		if flags&unix.IFA_F_TENTATIVE != 0 && flags&unix.IFA_F_DADFAILED == 0 && l != nil && l.flags&unix.IFF_LOWER_UP != 0 {
+			r.tentative++
+		}
+	}
+
+	// An operational state the kernel has yet to bring in line with the
+	// carrier (its link watcher may wait up to a second; ETHTOOL_GLINK
+	// hurries it only on kernels that sync there).
+	for _, l := range r.links {
+		carrier, op := l.attrs[unix.IFLA_CARRIER], l.attrs[unix.IFLA_OPERSTATE]
+		if l.flags&unix.IFF_UP == 0 || len(carrier) != 1 || len(op) != 1 {
+			continue
+		}
+		switch {
+		case carrier[0] == 1 && (op[0] == operDown || op[0] == operLowerLayerDown):
+			r.tentative++
+		case carrier[0] == 0 && op[0] == operUp:
 			r.tentative++
 		}
 	}
@@ -434,6 +452,41 @@ func newNorm(raws []*rawNS, literal map[string]bool) *norm {
 			n.names[r.role][l.name] = name
 		}
 	}
+	// A bridge whose MAC is not pinned takes the lowest MAC of its ports:
+	// with two ports or more, which one is random. Its MAC and its ports'
+	// stand for one another then.
+	for _, r := range raws {
+		ports := map[int32][]*rawLink{}
+		for _, l := range r.links {
+			if b := l.attrs[unix.IFLA_MASTER]; len(b) == 4 {
+				m := int32(binary.NativeEndian.Uint32(b))
+				ports[m] = append(ports[m], l)
+			}
+		}
+		for _, br := range r.links {
+			ps := ports[br.index]
+			if br.kind != "bridge" || len(ps) < 2 {
+				continue
+			}
+			lowest := ""
+			for _, p := range ps {
+				if m := net.HardwareAddr(p.attrs[unix.IFLA_ADDRESS]).String(); lowest == "" || m < lowest {
+					lowest = m
+				}
+			}
+			if net.HardwareAddr(br.attrs[unix.IFLA_ADDRESS]).String() != lowest {
+				continue // pinned
+			}
+			p := fmt.Sprintf("<mac of a port of %s/%s>", r.role, br.name)
+			for _, l := range append(ps, br) {
+				mac := net.HardwareAddr(l.attrs[unix.IFLA_ADDRESS]).String()
+				if !literal[mac] {
+					n.macs[mac] = p
+					n.pairs = append(n.pairs, mac, p, strings.ToUpper(mac), p)
+				}
+			}
+		}
+	}
 	// MACs, named after the first link (roles in order, names sorted)
 	// carrying each.
 	for _, r := range raws {
@@ -499,6 +552,9 @@ func (n *norm) addr(a netip.Addr) string {
 				return "fe80::<eui64 of an earlier mac>"
 			}
 		}
+		// Another interface identifier the kernel chose (an ipvlan's,
+		// random per device).
+		return "fe80::<iid>"
 	}
 	return a.String()
 }
@@ -671,7 +727,12 @@ func render(raws []*rawNS, n *norm) state {
 					}
 					o["altnames"] = strings.Join(alts, ",")
 				case "operstate":
+					// "unknown" is an up link whose carrier never
+					// changed since it came up: the same as up here.
 					o[name] = operState(b)
+					if o[name] == "unknown" && len(l.attrs[unix.IFLA_CARRIER]) == 1 && l.attrs[unix.IFLA_CARRIER][0] == 1 {
+						o[name] = "up"
+					}
 				case "qdisc":
 					o[name] = cstring(b)
 				default:
@@ -1101,4 +1162,11 @@ const (
 	iflaBridgeVlanInfo     = 2
 	bridgeVlanInfoPVID     = 1 << 1
 	bridgeVlanInfoUntagged = 1 << 2
+)
+
+// RFC 2863 operational states (linux/if.h IF_OPER_*).
+const (
+	operDown           = 2
+	operLowerLayerDown = 3
+	operUp             = 6
 )

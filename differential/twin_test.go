@@ -22,6 +22,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
@@ -64,6 +65,13 @@ type scenario struct {
 }
 
 func (sc *scenario) containers() int { return max(sc.ctrs, 1) }
+
+// firewalled reports whether the reference plugins of the scenario run the
+// iptables programs: portmap, firewall, masquerading.
+func (sc *scenario) firewalled() bool {
+	return strings.Contains(sc.conf, `"portmap"`) || strings.Contains(sc.conf, `"firewall"`) ||
+		strings.Contains(sc.conf, `"ipMasq":true`)
+}
 
 // vm reports whether the scenario needs kernel features the development
 // machine lacks, so the vmtest VM runs it.
@@ -635,6 +643,9 @@ func runScenario(t *testing.T, sc *scenario) {
 	if sc.vlanFiltering {
 		privtest.RequireBridgeVlanFiltering(t)
 	}
+	if sc.firewalled() {
+		hostfw.Require(t) // the reference runs iptables (and nft)
+	}
 	ours := plugintest.BinDir(t)
 	if os.Getenv("NFTCNI_DIFF_SELF") == "1" {
 		ours = ref // both sides the reference: finds what normalisation misses
@@ -656,6 +667,13 @@ func runScenario(t *testing.T, sc *scenario) {
 			for _, c := range o.calls {
 				t.Logf("%s %s exit %d: %s", c.plugin, c.command, c.exit, o.norm.text(c.stdout))
 			}
+		}
+	}
+	// Our nftables state is ours alone to compare: nothing tagged for the
+	// network may outlive a successful DEL.
+	if delOK(oo) {
+		if n := plugintest.NFTNetwork(t, os_.ns["host"], "diffnet"); n != 0 {
+			t.Errorf("nftcni: %d nftables objects of the network left after DEL", n)
 		}
 	}
 	if ro.probe != "" {
@@ -682,4 +700,14 @@ func dumpStates(t *testing.T, re *regexp.Regexp, outcomes map[string]*outcome) {
 			}
 		}
 	}
+}
+
+// delOK reports whether every DEL of the outcome succeeded.
+func delOK(o *outcome) bool {
+	for _, a := range o.answers {
+		if strings.HasPrefix(a, "DEL ") && !strings.HasSuffix(a, ": ok") {
+			return false
+		}
+	}
+	return true
 }
