@@ -39,6 +39,10 @@ func hostLocal(ranges string, extra string) string {
 	return `{"type":"host-local","dataDir":"@TMP@/ipam","ranges":` + ranges + extra + `}`
 }
 
+// badRanges is a host-local config mistake (rangeStart outside the subnet)
+// that the plugins of this binary find before doing anything.
+const badRanges = `[[{"subnet":"10.22.0.0/24","rangeStart":"10.23.0.1"}]]`
+
 // v4 and dual are host-local ranges.
 const (
 	v4   = `[[{"subnet":"10.22.0.0/24"}]]`

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,6 +63,9 @@ type scenario struct {
 	// extraRoles are more namespaces whose state is compared (made by
 	// setup with s.newNS).
 	extraRoles []string
+	// netnsGone destroys the containers' namespaces before DEL, as when a
+	// container died first; CNI_NETNS still names them.
+	netnsGone bool
 }
 
 func (sc *scenario) containers() int { return max(sc.ctrs, 1) }
@@ -103,6 +107,10 @@ type side struct {
 	roles []string
 	exec  *recExec
 	cni   *libcni.CNIConfig
+	// destroy removes the containers' namespaces (netnsGone); gone says
+	// they are.
+	destroy []func()
+	gone    bool
 }
 
 func newSide(t *testing.T, name, dir string, sc *scenario) *side {
@@ -112,7 +120,16 @@ func newSide(t *testing.T, name, dir string, sc *scenario) *side {
 	s.roles = append(s.roles, "host")
 	for i := range sc.containers() {
 		r := sc.ctrRole(i)
-		s.newNS(r)
+		if sc.netnsGone {
+			ns, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
+			h, err := netlinkx.Open(ns)
+			plugintest.Must(t, err)
+			plugintest.Must(t, h.SetUp("lo"))
+			h.Close()
+			s.ns[r], s.destroy = ns, append(s.destroy, destroy)
+		} else {
+			s.newNS(r)
+		}
 		s.roles = append(s.roles, r)
 	}
 	s.exec = &recExec{host: s.ns["host"]}
@@ -250,6 +267,10 @@ func (s *side) run(sc *scenario) *outcome {
 		answer("ADD", i, err)
 	}
 	o.add, o.norm = s.settled(sc, literal)
+	if list.CNIVersion == "1.1.0" {
+		err := s.cni.GetStatusNetworkList(ctx, list)
+		o.answers = append(o.answers, "STATUS: "+errCode(err))
+	}
 	if sc.probe != nil && added[0] {
 		o.probe = sc.probe(t, s)
 	}
@@ -259,6 +280,12 @@ func (s *side) run(sc *scenario) *outcome {
 				answer("CHECK", i, s.cni.CheckNetworkList(ctx, list, rt(i)))
 			}
 		}
+	}
+	if sc.netnsGone {
+		for _, d := range s.destroy {
+			d()
+		}
+		s.gone = true
 	}
 	for i := sc.containers() - 1; i >= 0; i-- {
 		answer("DEL", i, s.cni.DelNetworkList(ctx, list, rt(i)))
@@ -321,6 +348,9 @@ func (s *side) read(sc *scenario, literal map[string]bool) (state, *norm, int) {
 	s.t.Helper()
 	var raws []*rawNS
 	roles := s.compared(sc)
+	if s.gone {
+		roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return strings.HasPrefix(r, "ctr") })
+	}
 	nss := map[string]*netns.NS{}
 	for _, r := range roles {
 		nss[r] = s.ns[r]
