@@ -1126,7 +1126,7 @@ func flatten(o object, prefix string, v reflect.Value, linkName func(int32) stri
 			if prefix != "" {
 				p = prefix + "." + f.Name
 			}
-			if f.Name == "Ifindex" {
+			if strings.EqualFold(f.Name, "ifindex") {
 				o[p] = linkName(int32(v.Field(i).Uint()))
 				continue
 			}

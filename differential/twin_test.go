@@ -724,7 +724,11 @@ func dumpStates(t *testing.T, re *regexp.Regexp, outcomes map[string]*outcome) {
 			for role, ns := range ph.st {
 				for k, obj := range ns {
 					if full := ph.name + " " + role + " " + k; re.MatchString(full) {
-						t.Logf("%s: %s %s", side, full, summary(obj))
+						var props []string
+						for _, k := range keys(obj, nil) {
+							props = append(props, k+"="+obj[k])
+						}
+						t.Logf("%s: %s {%s}", side, full, strings.Join(props, " "))
 					}
 				}
 			}
