@@ -32,4 +32,14 @@
 // them, or fail under NFTCNI_REQUIRE_PRIV=1. Scenarios that need link kinds
 // this kernel lacks (vlan, ipvlan, vrf, dummy on the development machine)
 // skip on the host and run in the vmtest VM, which runs only those.
+//
+//	make test PKGS=./differential/                # as root: builds the reference, runs the suite
+//	make vmtest PKG=./differential/               # the scenarios the host cannot run
+//	NFTCNI_REFERENCE_DIR=$PWD/.cache/reference/v1.9.1 go test -run 'TestDifferential/scenario/bridge/' ./differential/
+//
+// For finding out why a scenario differs: NFTCNI_DIFF_OUTPUTS=1 (with -v)
+// logs every plugin's printed answer on both sides, NFTCNI_DIFF_DUMP=<regexp>
+// logs the objects whose "<phase> <role> <key>" matches, and
+// NFTCNI_DIFF_SELF=1 plays the reference on both sides, which shows what
+// the normalisation misses (it must find nothing).
 package differential
