@@ -225,6 +225,19 @@ var allowances = []allowance{
 		doc:    "a FORWARD DROP policy (Docker, kube-proxy), set before or after ADD | host ports dropped (no filter rule)",
 		reason: "a mapping the host's firewall drops does not work"},
 
+	{readme: dhcpDoc, scenario: `dhcp/daemon not running`,
+		key:    `answer STATUS|output host-device STATUS (exit|\.code)`,
+		doc:    "STATUS | always success | code 50 when the daemon is unreachable",
+		reason: "ADD would fail"},
+	{readme: dhcpDoc, scenario: `dhcp/daemon not running`,
+		key:    `answer DEL( again)? ctr|output host-device DEL (exit|\.code)`,
+		doc:    "DEL, daemon down | error; the runtime retries DEL forever | success, note on stderr",
+		reason: "releasing a DHCP lease is not critical"},
+	{readme: hostDevDoc, scenario: `dhcp/daemon not running`, only: "ours",
+		key:    `after (ADD|DEL) .*`,
+		doc:    "device left in the container",
+		reason: "a failed ADD gives the device back"},
+
 	// bandwidth
 	{readme: bandwidthDoc, scenario: `bandwidth/.*`,
 		key:    `after ADD host filter <veth\d+> parent fffffff1 #\d+ U32\.Actions\[1\]\..*`,

@@ -127,6 +127,8 @@ func dhcpScenarios() []*scenario {
 				plugintest.Must(t, h.SetUp("cni0"))
 			},
 			conf: conflist("1.1.0", `{"type":"bridge","bridge":"cni0","ipam":`+ipam+`}`)},
+		{name: "daemon not running", plugin: "dhcp", setup: device,
+			conf: conflist("1.1.0", `{"type":"host-device","device":"dev0","ipam":{"type":"dhcp","daemonSocketPath":"@TMP@/private/none.sock"}}`)},
 		{name: "lease 0.4.0 with options", plugin: "dhcp", setup: dhcpSetup,
 			conf: conflist("0.4.0", `{"type":"host-device","device":"dev0","ipam":{"type":"dhcp","daemonSocketPath":"@TMP@/private/dhcp.sock",
 				"request":[{"skipDefault":false,"option":"121"}]}}`)},

@@ -232,6 +232,8 @@ func loopbackScenarios() []*scenario {
 			}},
 		{name: "0.3.1", plugin: "loopback", ifname: "lo",
 			conf: conflist("0.3.1", `{"type":"loopback"}`)},
+		{name: "chained behind ptp", plugin: "loopback",
+			conf: conflist("1.0.0", `{"type":"ptp","ipam":`+hostLocal(v4, "")+`}`, `{"type":"loopback"}`)},
 		{name: "0.2.0", plugin: "loopback", ifname: "lo",
 			conf: `{"cniVersion":"0.2.0","name":"diffnet","plugins":[{"type":"loopback"}]}`},
 	}
