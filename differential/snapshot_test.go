@@ -631,8 +631,7 @@ var (
 	}
 	// dataSkip: timers, ids holding a MAC, learned counts.
 	dataSkip = set(`root_id bridge_id hello_timer tcn_timer topology_change_timer gc_timer pad fdb_n_learned
-		mcast_querier_state message_age_timer forward_delay_timer hold_timer mcast_n_groups
-		bc_queue_len_used designated_port designated_cost topology_change topology_change_detected`)
+		mcast_querier_state message_age_timer forward_delay_timer hold_timer mcast_n_groups`)
 	// macData are attributes holding a MAC address.
 	macData = set(`group_addr macaddr`)
 )
@@ -866,7 +865,7 @@ func renderAddrs(s nsState, r *rawNS, n *norm, linkName func(int32) string) {
 		if len(b) < 8 {
 			continue
 		}
-		fam, plen, flags8, scope := b[0], b[1], b[2], b[3]
+		plen, flags8, scope := b[1], b[2], b[3]
 		idx := int32(binary.NativeEndian.Uint32(b[4:8]))
 		flags := uint32(flags8)
 		o := object{"scope": fmt.Sprint(scope)}
@@ -909,11 +908,7 @@ func renderAddrs(s nsState, r *rawNS, n *norm, linkName func(int32) string) {
 			}
 		}
 		o["flags"] = strings.Join(fl, ",")
-		key := fmt.Sprintf("addr %s %s/%d", linkName(idx), n.addr(local), plen)
-		if fam == unix.AF_INET6 && local.IsLinkLocalUnicast() {
-			key = fmt.Sprintf("addr %s %s/%d", linkName(idx), n.addr(local), plen)
-		}
-		s[key] = o
+		s[fmt.Sprintf("addr %s %s/%d", linkName(idx), n.addr(local), plen)] = o
 	}
 }
 

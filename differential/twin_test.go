@@ -57,12 +57,6 @@ type scenario struct {
 	// probe looks at the attachment with packets, after ADD; what it
 	// returns must be the same on both sides.
 	probe func(t *testing.T, s *side) string
-	// noCheck skips CHECK (a plugin whose CHECK needs what libcni cannot
-	// give it here).
-	noCheck bool
-	// extraRoles are more namespaces whose state is compared (made by
-	// setup with s.newNS).
-	extraRoles []string
 	// netnsGone destroys the containers' namespaces before DEL, as when a
 	// container died first; CNI_NETNS still names them.
 	netnsGone bool
@@ -145,11 +139,6 @@ func (s *side) newNS(role string) *netns.NS {
 	ns, h := plugintest.NewCtr(s.t, plugintest.NoDAD)
 	s.ns[role], s.h[role] = ns, h
 	return ns
-}
-
-// compared reports the roles whose state is compared.
-func (s *side) compared(sc *scenario) []string {
-	return append(append([]string{}, s.roles...), sc.extraRoles...)
 }
 
 // call is one plugin invocation libcni made.
@@ -238,7 +227,7 @@ func (s *side) run(sc *scenario) *outcome {
 	}
 	literal := literalMACs(sc)
 	o := &outcome{}
-	o.pre, _ = s.settled(sc, literal)
+	o.pre, _ = s.settled(literal)
 
 	ctx := context.Background()
 	rt := func(i int) *libcni.RuntimeConf {
@@ -266,7 +255,7 @@ func (s *side) run(sc *scenario) *outcome {
 		added[i] = err == nil
 		answer("ADD", i, err)
 	}
-	o.add, o.norm = s.settled(sc, literal)
+	o.add, o.norm = s.settled(literal)
 	if list.CNIVersion == "1.1.0" {
 		err := s.cni.GetStatusNetworkList(ctx, list)
 		o.answers = append(o.answers, "STATUS: "+errCode(err))
@@ -274,11 +263,9 @@ func (s *side) run(sc *scenario) *outcome {
 	if sc.probe != nil && added[0] {
 		o.probe = sc.probe(t, s)
 	}
-	if !sc.noCheck {
-		for i := range sc.containers() {
-			if added[i] {
-				answer("CHECK", i, s.cni.CheckNetworkList(ctx, list, rt(i)))
-			}
+	for i := range sc.containers() {
+		if added[i] {
+			answer("CHECK", i, s.cni.CheckNetworkList(ctx, list, rt(i)))
 		}
 	}
 	if sc.netnsGone {
@@ -293,7 +280,7 @@ func (s *side) run(sc *scenario) *outcome {
 	for i := sc.containers() - 1; i >= 0; i-- {
 		answer("DEL again", i, s.cni.DelNetworkList(ctx, list, rt(i)))
 	}
-	o.del, _ = s.settled(sc, literal)
+	o.del, _ = s.settled(literal)
 	s.exec.mu.Lock()
 	o.calls = append(o.calls, s.exec.calls...)
 	s.exec.mu.Unlock()
@@ -328,11 +315,11 @@ func literalMACs(sc *scenario) map[string]bool {
 // IPv6 address on a link with a carrier waits for the kernel's address
 // work any more (links going up, routes following addresses settle
 // within milliseconds; that work within a second).
-func (s *side) settled(sc *scenario, literal map[string]bool) (state, *norm) {
+func (s *side) settled(literal map[string]bool) (state, *norm) {
 	s.t.Helper()
 	var last state
 	for range 100 {
-		st, n, pending := s.read(sc, literal)
+		st, n, pending := s.read(literal)
 		if last != nil && pending == 0 && reflect.DeepEqual(st, last) {
 			return st, n
 		}
@@ -340,14 +327,14 @@ func (s *side) settled(sc *scenario, literal map[string]bool) (state, *norm) {
 		time.Sleep(40 * time.Millisecond)
 	}
 	s.t.Logf("%s: state still changing after 100 reads; comparing the last", s.name)
-	st, n, _ := s.read(sc, literal)
+	st, n, _ := s.read(literal)
 	return st, n
 }
 
-func (s *side) read(sc *scenario, literal map[string]bool) (state, *norm, int) {
+func (s *side) read(literal map[string]bool) (state, *norm, int) {
 	s.t.Helper()
 	var raws []*rawNS
-	roles := s.compared(sc)
+	roles := s.roles
 	if s.gone {
 		roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return strings.HasPrefix(r, "ctr") })
 	}
