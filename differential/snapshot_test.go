@@ -154,6 +154,22 @@ func readNS(role string, ns *netns.NS, others map[string]*netns.NS) (*rawNS, err
 		}
 	}
 
+	// Local routes, by table and address: an IPv6 address gets its own
+	// only once the kernel's address work ran for it.
+	local := map[netip.Addr]bool{}
+	for _, m := range r.routes {
+		b := m.Data
+		if len(b) < 12 || b[0] != unix.AF_INET6 || b[7] != unix.RTN_LOCAL {
+			continue
+		}
+		as, _ := netlink.UnmarshalAttributes(b[12:])
+		for _, a := range as {
+			if a.Type&0x3fff == unix.RTA_DST {
+				ip, _ := netip.AddrFromSlice(a.Data)
+				local[ip] = true
+			}
+		}
+	}
 	for _, m := range r.addrs {
 		b := m.Data
 		if len(b) < 8 || b[0] != unix.AF_INET6 {
@@ -166,8 +182,17 @@ func readNS(role string, ns *netns.NS, others map[string]*netns.NS) (*rawNS, err
 				flags = binary.NativeEndian.Uint32(a.Data)
 			}
 		}
+		var addr netip.Addr
+		for _, a := range as {
+			if t := a.Type & 0x3fff; t == unix.IFA_LOCAL || (t == unix.IFA_ADDRESS && !addr.IsValid()) {
+				addr, _ = netip.AddrFromSlice(a.Data)
+			}
+		}
 		l := r.byIndex[int32(binary.NativeEndian.Uint32(b[4:8]))]
-		if flags&unix.IFA_F_TENTATIVE != 0 && flags&unix.IFA_F_DADFAILED == 0 && l != nil && l.flags&unix.IFF_LOWER_UP != 0 {
+		if l == nil || l.flags&unix.IFF_UP == 0 || l.flags&unix.IFF_LOWER_UP == 0 || flags&unix.IFA_F_DADFAILED != 0 {
+			continue
+		}
+		if flags&unix.IFA_F_TENTATIVE != 0 || !local[addr] {
 			r.tentative++
 		}
 	}
@@ -1051,6 +1076,12 @@ func renderNeighs(s nsState, r *rawNS, n *norm, linkName func(int32) string) {
 		if st&(unix.NUD_PERMANENT|unix.NUD_NOARP) == 0 {
 			continue
 		}
+		// A device's own multicast memberships (the bridge family's
+		// "self" entries of group MACs) follow its IPv6 addresses, as
+		// the kernel joins them; no plugin sets them.
+		if fam == unix.AF_BRIDGE && flags&unix.NTF_SELF != 0 && multicastLL(b[12:]) {
+			continue
+		}
 		o := object{"state": fmt.Sprintf("%#x", st), "flags": fmt.Sprintf("%#x", flags), "type": fmt.Sprint(typ)}
 		dst := ""
 		as, _ := netlink.UnmarshalAttributes(b[12:])
@@ -1165,3 +1196,15 @@ const (
 	operLowerLayerDown = 3
 	operUp             = 6
 )
+
+// multicastLL reports whether a neighbour's link-layer address is a
+// group address.
+func multicastLL(b []byte) bool {
+	as, _ := netlink.UnmarshalAttributes(b)
+	for _, a := range as {
+		if a.Type&0x3fff == unix.NDA_LLADDR && len(a.Data) == 6 {
+			return a.Data[0]&1 != 0
+		}
+	}
+	return false
+}
