@@ -25,8 +25,13 @@ var (
 	registry   = map[string]*Plugin{}
 )
 
-// Register makes p callable in-process by delegation.
+// Register makes p callable in-process by delegation. A plugin that is
+// not Complete is a programming error: Register panics, so a build that
+// includes one fails at its first start (and in every test).
 func Register(p *Plugin) {
+	if err := p.Complete(); err != nil {
+		panic("cni.Register: " + err.Error())
+	}
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	registry[p.Name] = p

@@ -13,17 +13,24 @@ import (
 )
 
 // Plugin describes one plugin: its name, the versions it advertises and its
-// command handlers. A nil GC or Status handler answers success, like the
-// reference dispatcher does for plugins without one.
+// command handlers. Every handler is required (Register refuses a plugin
+// without one): the reference dispatcher answers success for a GC or
+// STATUS a plugin does not implement, which says "nothing to collect" and
+// "ready" without anyone having decided so. A plugin that really leaves
+// nothing on the host, or needs nothing to ADD, says it with
+// NothingToCollect and AlwaysReady.
 type Plugin struct {
 	Name string
 	// Versions is the exact list advertised; nil means AllVersions.
 	Versions []string
 
-	Add    func(ctx context.Context, a *CmdArgs) (*Result, error)
-	Del    func(ctx context.Context, a *CmdArgs) error
-	Check  func(ctx context.Context, a *CmdArgs) error
-	GC     func(ctx context.Context, a *CmdArgs) error
+	Add   func(ctx context.Context, a *CmdArgs) (*Result, error)
+	Del   func(ctx context.Context, a *CmdArgs) error
+	Check func(ctx context.Context, a *CmdArgs) error
+	// GC removes what this network's ADDs left on the host for
+	// attachments that are not in cni.dev/valid-attachments.
+	GC func(ctx context.Context, a *CmdArgs) error
+	// Status answers whether an ADD can succeed now (code 50 or 51 if not).
 	Status func(ctx context.Context, a *CmdArgs) error
 
 	// Validate checks a complete config (the plugin's stdin) offline:
@@ -36,6 +43,38 @@ type Plugin struct {
 	// Mistakes are *Error with CodeInvalidNetworkConfig whose message
 	// starts with the key path ("ipam.ranges[0][0].subnet: ...").
 	Validate func(conf []byte) error
+}
+
+// NothingToCollect is the GC handler of a plugin that leaves nothing
+// outside the container's network namespace (which goes with the
+// container) and delegates to no IPAM plugin: there is nothing to collect.
+func NothingToCollect(context.Context, *CmdArgs) error { return nil }
+
+// AlwaysReady is the STATUS handler of a plugin whose ADD depends on no
+// daemon, store or delegate that could be unavailable: it is ready
+// whenever it can run at all.
+func AlwaysReady(context.Context, *CmdArgs) error { return nil }
+
+// Complete reports the handlers p lacks, naming them; Register refuses a
+// plugin that is not complete.
+func (p *Plugin) Complete() error {
+	var missing []string
+	if p.Name == "" {
+		missing = append(missing, "Name")
+	}
+	for _, h := range []struct {
+		name string
+		set  bool
+	}{{"Add", p.Add != nil}, {"Del", p.Del != nil}, {"Check", p.Check != nil}, {"GC", p.GC != nil}, {"Status", p.Status != nil}} {
+		if !h.set {
+			missing = append(missing, h.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("plugin %q lacks %s (a plugin without host state or dependencies says so with cni.NothingToCollect and cni.AlwaysReady)",
+			p.Name, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func (p *Plugin) versions() []string {
@@ -297,7 +336,13 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			return nil, err
 		}
 		if cmd == "DEL" {
+			if p.Del == nil {
+				return nil, noHandler(p, cmd)
+			}
 			return nil, p.Del(ctx, a)
+		}
+		if p.Add == nil {
+			return nil, noHandler(p, cmd)
 		}
 		res, err := p.Add(ctx, a)
 		if err != nil {
@@ -322,11 +367,18 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			h = p.Status
 		}
 		if h == nil {
-			return nil, nil
+			return nil, noHandler(p, cmd)
 		}
 		return nil, h(ctx, a)
 	}
 	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
+}
+
+// noHandler is the answer of a plugin that was never registered (Register
+// refuses such a plugin) and lacks the handler for cmd: an error, never an
+// implied success.
+func noHandler(p *Plugin, cmd string) error {
+	return Errorf(CodeInternal, "plugin %s has no %s handler", p.Name, cmd)
 }
 
 func (p *Plugin) checkSupported(ver string) error {

@@ -19,8 +19,8 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// Plugin is the firewall plugin. It holds no IPAM, so STATUS is the
-// dispatcher's default success and GC has nothing to forward.
+// Plugin is the firewall plugin. It holds no IPAM, so GC has nothing to
+// forward; STATUS checks the one thing ADD depends on (status.go).
 var Plugin = &cni.Plugin{
 	Name:     "firewall",
 	Versions: cni.VersionsFrom("0.4.0"),
@@ -28,6 +28,7 @@ var Plugin = &cni.Plugin{
 	Del:      cmdDel,
 	Check:    cmdCheck,
 	GC:       cmdGC,
+	Status:   cmdStatus,
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin)
 		if err != nil {

@@ -16,13 +16,16 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Plugin is the loopback plugin. It holds no state, so GC and STATUS are
-// the dispatcher's default success.
+// Plugin is the loopback plugin. All it changes is lo inside the
+// container, which goes with the namespace: GC has nothing to collect, and
+// ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:  "loopback",
-	Add:   cmdAdd,
-	Del:   cmdDel,
-	Check: cmdCheck,
+	Name:   "loopback",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cni.NothingToCollect,
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, _, err := loadConf(stdin)
 		return err

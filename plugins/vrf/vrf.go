@@ -27,15 +27,19 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Plugin is the vrf plugin. It holds no state outside the container and
-// delegates to nothing, so GC and STATUS are the dispatcher's default
-// success.
+// Plugin is the vrf plugin. The VRF device and its table are inside the
+// container's namespace and go with it, and it delegates to nothing: GC
+// has nothing to collect. STATUS does not probe the kernel for VRF
+// support (that would mean creating a device); an ADD without it fails
+// with the kernel's error.
 var Plugin = &cni.Plugin{
 	Name:     "vrf",
 	Versions: cni.VersionsFrom("0.3.1"),
 	Add:      cmdAdd,
 	Del:      cmdDel,
 	Check:    cmdCheck,
+	GC:       cni.NothingToCollect,
+	Status:   cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		c, err := loadConf(stdin)
 		if err != nil {
