@@ -3,17 +3,20 @@
 #   make build     bin/nftcni plus one link per plugin in bin/
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
-#   make test      unit, privileged (as root) and conformance tests; PKGS=./ipam/dhcp/ narrows
-#                  it. It and vmtest first check their Debian packages (scripts/test-deps:
-#                  installed with apt-get when run as root and missing)
+#   make test      unit, privileged (as root), conformance and differential tests;
+#                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
+#                  packages (scripts/test-deps: installed with apt-get when run as root and
+#                  missing) and build the reference plugins (make reference)
+#   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION), all
+#                  18 Linux plugins, static and stripped), the differential suite's oracle and
+#                  the bench's baseline, built from the Go module proxy into REFDIR (default
+#                  .cache/reference/<version>); tests and comparisons only, never installed
+#                  (BASELINE_CNI_PATH=$(REFDIR) make bench)
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
-#   make reference the reference plugins (containernetworking/plugins $(REFVERSION), all 18
-#                  Linux plugins, static and stripped) into $(REFDIR), default bin/reference:
-#                  for comparisons only (BASELINE_CNI_PATH=bin/reference make bench)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
 #                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m
 
@@ -25,17 +28,19 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 PKGS     ?= ./...
+# The reference plugins the differential suite (differential/) compares
+# with: every plugin of containernetworking/plugins, built with
+# CGO_ENABLED=0 go install from the Go module proxy. The tests find them
+# through NFTCNI_REFERENCE_DIR, which test and vmtest set.
+REFERENCE_VERSION ?= v1.9.1
+REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
+REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
+	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
+	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
 # staticcheck's version, run with `go run` so a fresh machine needs nothing
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-
-# The reference plugins, for comparisons (bench, differential tests); never
-# part of the product.
-REFVERSION ?= v1.9.1
-REFDIR     ?= bin/reference
-REFPLUGINS := main/bridge main/dummy main/host-device main/ipvlan main/loopback main/macvlan \
-              main/ptp main/tap main/vlan ipam/dhcp ipam/host-local ipam/static meta/bandwidth \
-              meta/firewall meta/portmap meta/sbr meta/tuning meta/vrf
 
 .PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo reference
 
@@ -48,9 +53,18 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test:
+test: reference
 	@./scripts/test-deps test
-	$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+
+# Run outside the module (cd /), so that go install builds the reference's
+# own module graph; stripped, as the vmtest guest carries them. Up to date,
+# it costs a second.
+reference:
+	@mkdir -p $(REFDIR)
+	@echo "reference plugins $(REFERENCE_VERSION) in $(REFDIR)"
+	@cd / && CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -94,11 +108,6 @@ clean:
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
-reference:
-	mkdir -p $(REFDIR)
-	CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) $(GO) install -trimpath -ldflags "-s -w" \
-	  $(foreach p,$(REFPLUGINS),github.com/containernetworking/plugins/plugins/$(p)@$(REFVERSION))
-
 # See it work: throwaway namespaces, ADD through the CLI, packets, CHECK, DEL,
 # nothing left behind (needs root).
 demo: build
@@ -107,6 +116,6 @@ demo: build
 # The privileged suite inside a VM (qemu, Debian's linux-image-amd64 kernel,
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
 .PHONY: vmtest
-vmtest:
+vmtest: reference
 	@./scripts/test-deps vmtest
-	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+	$(GO) run ./vmtest/cmd/vmtest -reference $(abspath $(REFDIR)) $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)

@@ -22,6 +22,7 @@ type imageSpec struct {
 	modules  []string
 	programs []string
 	nftcni   string // directory with nftcni and its plugin links
+	refdir   string // reference plugins (differential tests), copied to /reference; "" for none
 	pkgs     []testPkg
 	args     []string
 	env      map[string]string
@@ -120,6 +121,10 @@ func writeInitramfs(file string, s imageSpec) error {
 		}
 	}
 
+	if err := copyReference(c, s.refdir); err != nil {
+		return err
+	}
+
 	// Test binaries, each package's testdata, the plan.
 	var plan strings.Builder
 	for _, p := range s.pkgs {
@@ -208,4 +213,24 @@ func copyTree(c *cpioWriter, src, dst string) error {
 		}
 		return nil
 	})
+}
+
+// copyReference copies the reference plugins' binaries (static, from `make
+// reference`) to /reference, where the differential tests find them
+// through NFTCNI_REFERENCE_DIR; an empty dir copies nothing.
+func copyReference(c *cpioWriter, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reference plugins: %w", err)
+	}
+	c.Dir("reference")
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			c.CopyFile("reference/"+e.Name(), filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
 }

@@ -77,6 +77,24 @@ type Config struct {
 	// Keep leaves the work directory (initramfs, binaries) in place and
 	// prints where it is.
 	Keep bool
+
+	// Reference is a directory of reference plugin binaries (`make
+	// reference`), shipped to the guest as /reference for the
+	// differential tests, which find it through EnvReference there.
+	// Empty: none.
+	Reference string
+}
+
+// EnvReference names the reference plugins' directory: Config.Reference's
+// default on the host, /reference in the guest.
+const EnvReference = "NFTCNI_REFERENCE_DIR"
+
+// guestReference is EnvReference's value in the guest.
+func guestReference(hostDir string) string {
+	if hostDir == "" {
+		return ""
+	}
+	return "/reference"
 }
 
 // Environment variables ConfigFromEnv reads.
@@ -111,6 +129,7 @@ func ConfigFromEnv() (Config, error) {
 		Timeout:        40 * time.Minute,
 		PackageTimeout: 15 * time.Minute,
 		NoSkip:         os.Getenv(EnvNoSkip) == "1",
+		Reference:      os.Getenv(EnvReference),
 		ExtraModules: strings.FieldsFunc(os.Getenv(EnvExtraModules), func(r rune) bool {
 			return r == ',' || r == ' '
 		}),
@@ -299,12 +318,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		modules:  append(append([]string{}, Modules...), cfg.ExtraModules...),
 		programs: Programs,
 		nftcni:   nftcniDir,
+		refdir:   cfg.Reference,
 		pkgs:     pkgs,
 		args:     cfg.testArgs(),
 		env: map[string]string{
 			"NFTCNI_REQUIRE_PRIV":     "1",
 			"NFTCNI_REQUIRE_KIND_ALL": "1",
 			"NFTCNI_TEST_BINARY":      "/nftcni/nftcni",
+			EnvReference:              guestReference(cfg.Reference),
 			GuestEnv:                  "1",
 			"HOME":                    "/root",
 			"TMPDIR":                  "/tmp",
