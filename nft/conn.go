@@ -11,7 +11,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netns"
 )
 
@@ -303,7 +303,7 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 }
 
 // crashAt marks a real (not check-only) batch as a step where the
-// crash-injection suite may kill the process (internal/crashpoint).
+// crash-injection suite may kill the process (crashpoint).
 func crashAt(checkOnly bool, when string) {
 	if crashpoint.Enabled && !checkOnly {
 		crashpoint.Hit("nft:batch:" + when)

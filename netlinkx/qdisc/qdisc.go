@@ -33,7 +33,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -559,7 +559,7 @@ func decodeMirredRedirect(act []byte) (target int, ok bool, err error) {
 }
 
 // crashAt marks a tc change as a step where the crash-injection suite may
-// kill the process (internal/crashpoint); compiled out of normal builds.
+// kill the process (crashpoint); compiled out of normal builds.
 func crashAt(typ netlink.HeaderType, when string) {
 	if crashpoint.Enabled {
 		name := "RTM_" + strconv.Itoa(int(typ))
