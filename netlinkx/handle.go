@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // ErrNotFound reports a link that does not exist. Its text is the
@@ -28,9 +29,9 @@ var ErrNotFound = errors.New("Link not found")
 
 // Error is what every Handle method returns on failure. Op says what was
 // attempted and on which object (`adding address 10.1.0.2/24 to eth0`); Err
-// is the cause: a unix.Errno straight from the kernel, ErrNotFound, or a
-// local validation error. Callers that must reproduce a reference message
-// word for word can use Err alone.
+// is the cause: the kernel's errno (an *nlerr.Error when the kernel said
+// why), ErrNotFound, or a local validation error. Callers that must
+// reproduce a reference message word for word use the cause alone (Cause).
 type Error struct {
 	Op  string
 	Err error
@@ -42,18 +43,18 @@ func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
 // work.
 func (e *Error) Unwrap() error { return e.Err }
 
-// fail wraps err for op, first stripping mdlayher's *netlink.OpError so the
-// text after the colon is the plain errno text.
+// fail wraps err, from a netlink exchange, for op: the cause is the
+// kernel's errno with its explanation (nlerr.Plain), not mdlayher's
+// *netlink.OpError.
 func fail(op string, err error) error {
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		err = oe.Err
-	}
-	return &Error{Op: op, Err: err}
+	return &Error{Op: op, Err: nlerr.Plain(err)}
 }
 
-// cause returns the cause inside an *Error, or err itself.
-func cause(err error) error {
+// Cause returns the cause inside an *Error, or err itself: the one way to
+// drop netlinkx's operation text where a message (the reference's, most
+// often) already says what was attempted. The kernel's explanation, when
+// it gave one, stays in the cause's text; errors.Is works on it as on err.
+func Cause(err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Err
@@ -94,6 +95,7 @@ func Open(ns *netns.NS) (*Handle, error) {
 		return nil, fail("opening rtnetlink socket in "+where, err)
 	}
 	h := &Handle{c: c, ns: ns}
+	nlerr.ExtAck(c)
 	// Strict checking lets the kernel filter dumps (addresses of one link,
 	// routes of one table); without it (kernels < 4.20) we filter ourselves.
 	h.strict = c.SetOption(netlink.GetStrictCheck, true) == nil

@@ -179,8 +179,8 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: errors.Is(%v) = false", tt.name, tt.target)
 		}
 		var e *Error
-		if !errors.As(tt.err, &e) || cause(tt.err) != tt.target {
-			t.Errorf("%s: cause = %v", tt.name, cause(tt.err))
+		if !errors.As(tt.err, &e) || Cause(tt.err) != tt.target {
+			t.Errorf("%s: cause = %v", tt.name, Cause(tt.err))
 		}
 	}
 }

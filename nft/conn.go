@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // Conn is a NETLINK_NETFILTER socket living in one network namespace, used
@@ -51,8 +52,9 @@ func Open(ns *netns.NS) (*Conn, error) {
 	}
 	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, plain(err))
+		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, nlerr.Plain(err))
 	}
+	nlerr.ExtAck(nl)
 	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns)}, nil
 }
 
@@ -113,34 +115,10 @@ func (c *Conn) Close() error {
 		waitGracePeriod()
 	}
 	if err := c.nl.Close(); err != nil {
-		return fmt.Errorf("closing nftables socket in %s: %w", c.where, plain(err))
+		return fmt.Errorf("closing nftables socket in %s: %w", c.where, nlerr.Plain(err))
 	}
 	return nil
 }
-
-// plain strips mdlayher's *netlink.OpError so that messages read
-// `...: no such file or directory` rather than `netlink receive: ...`,
-// keeping the errno (and the kernel's extended-ack text, if any) for
-// errors.Is.
-func plain(err error) error {
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		if oe.Message != "" {
-			return &kernelError{errno: oe.Err, msg: oe.Message}
-		}
-		return oe.Err
-	}
-	return err
-}
-
-// kernelError is an errno with the kernel's extended-ack explanation.
-type kernelError struct {
-	errno error
-	msg   string
-}
-
-func (e *kernelError) Error() string { return e.errno.Error() + " (" + e.msg + ")" }
-func (e *kernelError) Unwrap() error { return e.errno }
 
 const nftSubsys = unix.NFNL_SUBSYS_NFTABLES << 8
 
@@ -173,7 +151,7 @@ func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []
 		Data:   data,
 	})
 	if err != nil {
-		return nil, plain(err)
+		return nil, nlerr.Plain(err)
 	}
 	out := msgs[:0]
 	for _, m := range msgs {
@@ -259,7 +237,7 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 	}
 	crashAt(checkOnly, "before")
 	if _, err := c.nl.SendMessages(out); err != nil {
-		return fmt.Errorf("sending nftables batch: %w", plain(err))
+		return fmt.Errorf("sending nftables batch: %w", nlerr.Plain(err))
 	}
 	crashAt(checkOnly, "after") // committed (or refused), answer unread
 	// Deadlines are best effort: only a fake socket lacks them, and a fake
@@ -279,14 +257,14 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 			}
 			var oe *netlink.OpError
 			if !errors.As(err, &oe) || errors.Is(err, unix.ENOBUFS) {
-				return fmt.Errorf("reading nftables batch answer: %w", plain(err))
+				return fmt.Errorf("reading nftables batch answer: %w", nlerr.Plain(err))
 			}
 			var errno unix.Errno
 			if errors.As(err, &errno) && errno == unix.ERESTART {
 				return errGenChanged
 			}
 			answers++
-			errs = append(errs, plain(err))
+			errs = append(errs, nlerr.Plain(err))
 			_ = c.nl.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 			continue
 		}

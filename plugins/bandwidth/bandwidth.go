@@ -147,7 +147,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		t := tbfFor(bw.IngressRate, bw.IngressBurst, tick)
 		warnSmallBurst(a, "ingressBurst", bw.IngressBurst, host)
 		if err := q.AddTBF(host.Index, qdisc.Root, tbfHandle, t); err != nil {
-			return nil, fmt.Errorf("create qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create qdisc: %w", netlinkx.Cause(err))
 		}
 		undo = append(undo, func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "tbf", Handle: tbfHandle, Parent: qdisc.Root})
@@ -165,7 +165,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			Alias: aliasPrefix + owner(conf.Name, a).Tag(),
 		}
 		if err := hh.AddIFB(spec); err != nil {
-			return nil, fmt.Errorf("adding link: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("adding link: %w", netlinkx.Cause(err))
 		}
 		undo = append(undo, func() error { return deleteLink(hh, name) })
 		ifb, err := hh.LinkByName(name)
@@ -176,17 +176,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		// The IFB's TBF comes before the redirect (the reference adds it
 		// after), so no packet ever passes unshaped.
 		if err := q.AddTBF(ifb.Index, qdisc.Root, tbfHandle, t); err != nil {
-			return nil, fmt.Errorf("create ifb qdisc: create qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create ifb qdisc: create qdisc: %w", netlinkx.Cause(err))
 		}
 		if err := q.AddIngress(host.Index); err != nil {
-			return nil, fmt.Errorf("create ingress qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create ingress qdisc: %w", netlinkx.Cause(err))
 		}
 		undo = append(undo, func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "ingress", Handle: qdisc.IngressHandle, Parent: qdisc.Ingress})
 		})
 		// One mirred action; the reference encodes the same redirect twice.
 		if err := q.AddRedirect(host.Index, qdisc.IngressHandle, redirectPrio, ifb.Index); err != nil {
-			return nil, fmt.Errorf("add filter: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("add filter: %w", netlinkx.Cause(err))
 		}
 	}
 	return result, nil
@@ -234,7 +234,7 @@ func vethPeerIndex(ns *netns.NS, ifName string) (int, error) {
 	defer h.Close()
 	l, err := h.LinkByName(ifName)
 	if err != nil {
-		return 0, fmt.Errorf("could not look up %q: %w", ifName, vethplugin.Unwrap(err))
+		return 0, fmt.Errorf("could not look up %q: %w", ifName, netlinkx.Cause(err))
 	}
 	if l.Kind != "veth" {
 		return 0, fmt.Errorf("interface %q was not a veth interface", ifName)
@@ -424,7 +424,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 			ifb, err = hh.LinkByName(legacyIFBName(conf.Name, a.ContainerID))
 		}
 		if err != nil {
-			return fmt.Errorf("get ifb device: %w", vethplugin.Unwrap(err))
+			return fmt.Errorf("get ifb device: %w", netlinkx.Cause(err))
 		}
 		err = checkTBF(q, ifb.Index, tbfFor(bw.EgressRate, bw.EgressBurst, tick), referenceTBF(bw.EgressRate, bw.EgressBurst, tick))
 		if err != nil {

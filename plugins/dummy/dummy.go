@@ -15,6 +15,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
+	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -81,12 +82,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	// Made under its final name inside the container's namespace: no
 	// temporary name needed, nothing of it is ever in the host's.
 	if err := add.HC.AddDummy(a.IfName); err != nil {
-		return nil, fmt.Errorf("failed to create dummy: %w", vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to create dummy: %w", netlinkx.Cause(err))
 	}
 	add.LinkCreated(add.HC, a.IfName)
 	link, err := add.HC.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to fetch dummy%q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to fetch dummy%q: %w", a.IfName, netlinkx.Cause(err))
 	}
 
 	result, err := add.DelegateAdd(ctx, conf.IPAM.Type) // released on failure

@@ -105,7 +105,7 @@ func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetC
 	}
 	saved, err := snapshot(hh, dev)
 	if err != nil {
-		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, netlinkx.Cause(err))
 	}
 	// A state file from before this ADD belongs to a live attachment of
 	// the same container ID and interface name (a repeated ADD): the
@@ -126,15 +126,15 @@ func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetC
 	if err := m.run(); err != nil {
 		// The device is back where it was, but without its addresses.
 		_ = saved.restore(hh)
-		return "", fmt.Errorf("failed to move link %w", vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to move link %w", netlinkx.Cause(err))
 	}
 	add.Push("moving the device back", func() error { return moveOut(add.HC, add.CtrNS, add.HostNS, hh, a.IfName, &saved) })
 	if err := add.HC.SetUp(a.IfName); err != nil {
-		return "", fmt.Errorf("failed to set %q up: %w", a.IfName, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to set %q up: %w", a.IfName, netlinkx.Cause(err))
 	}
 	l, err := add.HC.LinkByName(a.IfName)
 	if err != nil {
-		return "", fmt.Errorf("failed to find %q in container: %w", a.IfName, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to find %q in container: %w", a.IfName, netlinkx.Cause(err))
 	}
 	return l.MAC.String(), nil
 }
@@ -150,7 +150,7 @@ func moveOut(hc *netlinkx.Handle, ctrNS, hostNS *netns.NS, hh *netlinkx.Handle, 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to find %q in containerNS: %w", ifName, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to find %q in containerNS: %w", ifName, netlinkx.Cause(err))
 	}
 	orig := l.Alias
 	if orig == "" && saved != nil {
@@ -168,7 +168,7 @@ func moveOut(hc *netlinkx.Handle, ctrNS, hostNS *netns.NS, hh *netlinkx.Handle, 
 		name: ifName, newName: orig, alias: oldAlias, oldAlias: l.Alias,
 	}
 	if err := m.run(); err != nil {
-		return fmt.Errorf("failed to move %q back to the host as %q: %w", ifName, orig, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to move %q back to the host as %q: %w", ifName, orig, netlinkx.Cause(err))
 	}
 	if saved != nil && saved.Name == orig {
 		if err := saved.restore(hh); err != nil {

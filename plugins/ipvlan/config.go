@@ -92,7 +92,7 @@ func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	}
 	l, err := h.LinkByName(c.Master)
 	if err != nil {
-		return l, fmt.Errorf("failed to lookup master %q: %w", c.Master, vethplugin.Unwrap(err))
+		return l, fmt.Errorf("failed to lookup master %q: %w", c.Master, netlinkx.Cause(err))
 	}
 	return l, nil
 }

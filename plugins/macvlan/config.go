@@ -106,7 +106,7 @@ func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	} else {
 		var err error
 		if l, err = h.LinkByName(c.Master); err != nil {
-			return l, vethplugin.Unwrap(err)
+			return l, netlinkx.Cause(err)
 		}
 	}
 	if c.MTU < 0 || c.MTU > l.MTU {

@@ -96,7 +96,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	} else {
 		result.Interfaces = []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}}
 		if err := add.HC.SetUp(a.IfName); err != nil {
-			return nil, fmt.Errorf("failed to set %q UP: %w", a.IfName, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set %q UP: %w", a.IfName, netlinkx.Cause(err))
 		}
 	}
 

@@ -151,15 +151,15 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), netlinkx.Cause(err))
 	}
 	if err := hh.SetUp(hostVeth); err != nil {
-		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, netlinkx.Cause(err))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
 	contLink, err := hc.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 
 	for _, ip := range result.IPs {
@@ -231,7 +231,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 		if !deleted[subnet] {
 			del := netlinkx.Route{Dst: subnet, LinkIndex: index}
 			if err := hc.DelRoute(del); err != nil {
-				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), netlinkx.Cause(err))
 			}
 			deleted[subnet] = true
 		}
@@ -245,7 +245,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 				continue
 			}
 			if err := hc.AddRoute(rt); err != nil {
-				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), netlinkx.Cause(err))
 			}
 			added[k] = true
 		}
@@ -258,21 +258,21 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 func setupHost(hh *netlinkx.Handle, hostVeth string, r *cni.Result) error {
 	l, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return fmt.Errorf("failed to lookup %q: %w", hostVeth, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to lookup %q: %w", hostVeth, netlinkx.Cause(err))
 	}
 	gwDone := map[netip.Addr]bool{}
 	for _, ip := range r.IPs {
 		if !gwDone[ip.Gateway] {
 			gw := netip.PrefixFrom(ip.Gateway, hostBits(ip.Gateway))
 			if err := hh.AddAddr(hostVeth, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil {
-				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), netlinkx.Cause(err))
 			}
 			gwDone[ip.Gateway] = true
 		}
 		host := netip.PrefixFrom(ip.Address.Addr(), hostBits(ip.Address.Addr()))
 		err := hh.AddRoute(netlinkx.Route{Dst: host, LinkIndex: l.Index, Scope: unix.RT_SCOPE_HOST})
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("failed to add route on host: %w", vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to add route on host: %w", netlinkx.Cause(err))
 		}
 	}
 	return nil

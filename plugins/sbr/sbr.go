@@ -295,7 +295,7 @@ func setupTables(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string, ips 
 	}
 	link, err := h.LinkByName(ifName)
 	if err != nil {
-		return fmt.Errorf("Cannot find network interface %s: %w", ifName, unwrap(err))
+		return fmt.Errorf("Cannot find network interface %s: %w", ifName, netlinkx.Cause(err))
 	}
 	main, err := h.Routes(0, 0)
 	if err != nil {
@@ -459,16 +459,6 @@ func family(a netip.Addr) int {
 	return unix.AF_INET6
 }
 
-// unwrap drops netlinkx's operation text where the message already says
-// what was attempted.
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
-}
-
 // cmdDel removes the source rules of the interface's addresses (those it
 // has now and those the prevResult lists, so that rules are found even
 // when the interface is already gone) and the interface's routes in the
@@ -580,7 +570,7 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		link, err := h.LinkByName(a.IfName)
 		if err != nil {
-			return fmt.Errorf("Cannot find network interface %s: %w", a.IfName, unwrap(err))
+			return fmt.Errorf("Cannot find network interface %s: %w", a.IfName, netlinkx.Cause(err))
 		}
 		rules, err := h.Rules(0)
 		if err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // Plugin is the tuning plugin. GC collects the backups of attachments
@@ -145,7 +144,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	l, flags, err := h.LinkByNameFlags(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to get %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to get %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 	b := newBackup(conf, l, flags)
 	u, err := saveBackup(conf.DataDir, backupName(a.ContainerID, a.IfName), b)
@@ -196,27 +195,27 @@ func setLink(h *netlinkx.Handle, ifName string, c *TuningConf) error {
 			return err
 		}
 		if err := h.SetMAC(ifName, mac); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.Promisc {
 		if err := h.SetPromisc(ifName, true); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.MTU != 0 {
 		if err := h.SetMTU(ifName, c.MTU); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.Allmulti != nil {
 		if err := h.SetAllMulti(ifName, *c.Allmulti); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.TxQLen != nil {
 		if err := h.SetTxQueueLen(ifName, *c.TxQLen); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	return nil

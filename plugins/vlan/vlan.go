@@ -119,7 +119,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	_, err = lh.LinkByName(conf.Master)
 	done()
 	if err != nil {
-		return fmt.Errorf("failed to lookup master %q: %w", conf.Master, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to lookup master %q: %w", conf.Master, netlinkx.Cause(err))
 	}
 
 	l, err := ck.Link("vlan", checkMsgs)

@@ -128,16 +128,6 @@ func inNetns(path string, fn func(ns *netns.NS, h *netlinkx.Handle) error) error
 	return fn(ns, h)
 }
 
-// unwrap drops netlinkx's operation text where the message already says
-// what was attempted.
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
-}
-
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -187,7 +177,7 @@ func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
 	}
 	link, err := h.LinkByName(ifName)
 	if err != nil {
-		return fmt.Errorf("could not get link by name %s: %w", ifName, unwrap(err))
+		return fmt.Errorf("could not get link by name %s: %w", ifName, netlinkx.Cause(err))
 	}
 	if link.MasterIndex != 0 {
 		master := fmt.Sprint(link.MasterIndex)
@@ -215,7 +205,7 @@ func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
 		}
 	}
 	if err := h.SetMaster(ifName, conf.VRFName); err != nil {
-		return fmt.Errorf("could not set master %s for %s: %w", conf.VRFName, ifName, unwrap(err))
+		return fmt.Errorf("could not set master %s for %s: %w", conf.VRFName, ifName, netlinkx.Cause(err))
 	}
 	u.push(func() error { return release(h, ifName, v6, moved) })
 
@@ -298,11 +288,11 @@ func ensureVRF(h *netlinkx.Handle, u *undo, conf *NetConf) (netlinkx.VRF, error)
 		}
 	}
 	if err := h.AddVRF(conf.VRFName, table); err != nil {
-		return vrf, fmt.Errorf("could not add VRF %s: %w", conf.VRFName, unwrap(err))
+		return vrf, fmt.Errorf("could not add VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}
 	u.push(func() error { return h.DeleteLink(conf.VRFName) })
 	if err := h.SetUp(conf.VRFName); err != nil {
-		return vrf, fmt.Errorf("could not set link up for VRF %s: %w", conf.VRFName, unwrap(err))
+		return vrf, fmt.Errorf("could not set link up for VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}
 	return h.VRFByName(conf.VRFName)
 }
@@ -340,7 +330,7 @@ func restoreV6(h *netlinkx.Handle, ifName string, want []netip.Prefix, table, in
 			continue
 		}
 		if err := h.AddAddr(ifName, p, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("could not re-add address %s to %s: %w", p, ifName, unwrap(err))
+			return fmt.Errorf("could not re-add address %s to %s: %w", p, ifName, netlinkx.Cause(err))
 		}
 		if table == 0 {
 			continue
@@ -412,7 +402,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		switch {
 		case err == nil && l.MasterIndex == vrf.Index:
 			if err := h.NoMaster(a.IfName); err != nil {
-				return fmt.Errorf("failed to take %s out of VRF %s: %w", a.IfName, conf.VRFName, unwrap(err))
+				return fmt.Errorf("failed to take %s out of VRF %s: %w", a.IfName, conf.VRFName, netlinkx.Cause(err))
 			}
 		case err != nil && !errors.Is(err, netlinkx.ErrNotFound):
 			return err
@@ -422,7 +412,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 			return err
 		}
 		if err := h.DeleteLink(conf.VRFName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-			return fmt.Errorf("failed to delete VRF %s: %w", conf.VRFName, unwrap(err))
+			return fmt.Errorf("failed to delete VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 		}
 		return nil
 	})
@@ -459,7 +449,7 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 			return fmt.Errorf("Netlink %s is not a VRF", conf.VRFName)
 		}
 		if err != nil {
-			return unwrap(err)
+			return netlinkx.Cause(err)
 		}
 		slaves, err := slavesOf(h, vrf.Index)
 		if err != nil {

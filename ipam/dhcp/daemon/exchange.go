@@ -77,12 +77,7 @@ func (d *Daemon) linkState(o owner, chaddr net.HardwareAddr) error {
 // ("error looking up "eth0": Link not found"); a missing link is a
 // goneError.
 func lookupError(ifname string, err error) error {
-	cause := err
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		cause = ne.Err
-	}
-	err = fmt.Errorf("error looking up %q: %w", ifname, cause)
+	err = fmt.Errorf("error looking up %q: %w", ifname, netlinkx.Cause(err))
 	if errors.Is(err, netlinkx.ErrNotFound) {
 		return &goneError{err}
 	}

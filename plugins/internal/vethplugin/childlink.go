@@ -30,7 +30,7 @@ func (r *Rollback) CreateRenamed(hc *netlinkx.Handle, kind, ifName string, creat
 		return netlinkx.Link{}, err
 	}
 	if err := create(tmp); err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to create %s: %w", kind, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to create %s: %w", kind, netlinkx.Cause(err))
 	}
 	r.LinkCreated(hc, tmp)
 	if err := hc.Rename(tmp, ifName); err != nil {
@@ -38,12 +38,12 @@ func (r *Rollback) CreateRenamed(hc *netlinkx.Handle, kind, ifName string, creat
 			// A second network on the same CNI_IFNAME: say so.
 			return netlinkx.Link{}, netlinkx.IfNameTaken(ifName)
 		}
-		return netlinkx.Link{}, fmt.Errorf("failed to rename %s to %q: %w", kind, ifName, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to rename %s to %q: %w", kind, ifName, netlinkx.Cause(err))
 	}
 	r.LinkCreated(hc, ifName)
 	l, err := hc.LinkByName(ifName)
 	if err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to refetch %s %q: %w", kind, ifName, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to refetch %s %q: %w", kind, ifName, netlinkx.Cause(err))
 	}
 	return l, nil
 }

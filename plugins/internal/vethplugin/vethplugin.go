@@ -301,7 +301,7 @@ func DeleteLinkAfter(path, ifName string, before func()) error {
 		runBefore()
 	}
 	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-		return fmt.Errorf("failed to delete %q: %w", ifName, Unwrap(err))
+		return fmt.Errorf("failed to delete %q: %w", ifName, netlinkx.Cause(err))
 	}
 	return nil
 }
@@ -313,14 +313,4 @@ func EnableForward(key string) error {
 		return nil
 	}
 	return netlinkx.SetSysctl(nil, key, "1")
-}
-
-// Unwrap drops netlinkx's operation text: the reference's messages already
-// say what was attempted, so only the kernel's reason stays.
-func Unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }
