@@ -76,6 +76,7 @@ type Handle struct {
 	mu     sync.Mutex // one request/reply exchange at a time
 	c      *rtnetlink.Conn
 	ns     *netns.NS
+	ownsNS bool // Close closes ns (OpenPath, OpenOwning)
 	strict bool // kernel filters dumps by link, table (NETLINK_GET_STRICT_CHK)
 }
 
@@ -102,13 +103,43 @@ func Open(ns *netns.NS) (*Handle, error) {
 	return h, nil
 }
 
+// OpenPath opens the network namespace at path and a Handle inside it: the
+// one way from a namespace's path (CNI_NETNS) to netlink in it. The Handle
+// owns the namespace: NS returns it, Close closes it. When the namespace
+// cannot be opened the error is netns.Open's, unchanged (errors.Is(err,
+// netns.ErrNotExist) works); a caller that words that failure itself
+// opens the namespace and hands it to OpenOwning.
+func OpenPath(path string) (*Handle, error) {
+	ns, err := netns.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return OpenOwning(ns)
+}
+
+// OpenOwning is Open for a Handle that owns ns: its Close closes ns, and so
+// does a failure to open it.
+func OpenOwning(ns *netns.NS) (*Handle, error) {
+	h, err := Open(ns)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	h.ownsNS = true
+	return h, nil
+}
+
 // NS returns the namespace the handle was opened in (nil: the namespace of
 // the thread that opened it), e.g. for Sysctl.
 func (h *Handle) NS() *netns.NS { return h.ns }
 
-// Close closes the socket. It does not close the namespace.
+// Close closes the socket, and the namespace if the handle owns it.
 func (h *Handle) Close() error {
-	if err := h.c.Close(); err != nil {
+	err := h.c.Close()
+	if h.ownsNS {
+		h.ns.Close()
+	}
+	if err != nil {
 		return fail("closing rtnetlink socket", err)
 	}
 	return nil

@@ -23,7 +23,6 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -106,17 +105,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	result := conf.prev.Clone()
 
-	ctrNS, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := vethplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return nil, err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer hh.Close()
-	host, err := hostVeth(ctrNS, hh, a.IfName, result.Interfaces)
+	host, err := hostVeth(hc, hh, a.IfName, result.Interfaces)
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +203,11 @@ func warnSmallBurst(a *cni.CmdArgs, field string, burstBits uint64, host netlink
 // hostVeth finds the host end of the container's veth: the
 // peer of ifName, looked up by index in the host namespace, which must be
 // an entry of prevResult's interfaces without a sandbox.
-func hostVeth(ctrNS *netns.NS, hh *netlinkx.Handle, ifName string, ifaces []*cni.Interface) (netlinkx.Link, error) {
+func hostVeth(hc, hh *netlinkx.Handle, ifName string, ifaces []*cni.Interface) (netlinkx.Link, error) {
 	if len(ifaces) == 0 {
 		return netlinkx.Link{}, errors.New("no interfaces provided")
 	}
-	peer, err := vethPeerIndex(ctrNS, ifName)
+	peer, err := vethPeerIndex(hc, ifName)
 	if err != nil {
 		return netlinkx.Link{}, fmt.Errorf("container interface %s has no veth peer: %w", ifName, err)
 	}
@@ -225,14 +224,9 @@ func hostVeth(ctrNS *netns.NS, hh *netlinkx.Handle, ifName string, ifaces []*cni
 }
 
 // vethPeerIndex is the peer's ifindex (IFLA_LINK, valid in the peer's
-// namespace) of the veth ifName in ns.
-func vethPeerIndex(ns *netns.NS, ifName string) (int, error) {
-	h, err := netlinkx.Open(ns)
-	if err != nil {
-		return 0, err
-	}
-	defer h.Close()
-	l, err := h.LinkByName(ifName)
+// namespace) of the veth ifName in hc's namespace.
+func vethPeerIndex(hc *netlinkx.Handle, ifName string) (int, error) {
+	l, err := hc.LinkByName(ifName)
 	if err != nil {
 		return 0, fmt.Errorf("could not look up %q: %w", ifName, netlinkx.Cause(err))
 	}
@@ -300,12 +294,12 @@ func hostVethForDel(a *cni.CmdArgs, hh *netlinkx.Handle) (netlinkx.Link, bool) {
 	if a.Netns == "" {
 		return netlinkx.Link{}, false
 	}
-	ns, err := netns.Open(a.Netns)
+	hc, err := netlinkx.OpenPath(a.Netns)
 	if err != nil {
 		return netlinkx.Link{}, false
 	}
-	defer ns.Close()
-	peer, err := vethPeerIndex(ns, a.IfName)
+	defer hc.Close()
+	peer, err := vethPeerIndex(hc, a.IfName)
 	if err != nil {
 		return netlinkx.Link{}, false
 	}
@@ -388,17 +382,17 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if bw == nil || bw.isZero() {
 		return nil
 	}
-	ctrNS, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := vethplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return err
 	}
 	defer hh.Close()
-	host, err := hostVeth(ctrNS, hh, a.IfName, conf.prev.Interfaces)
+	host, err := hostVeth(hc, hh, a.IfName, conf.prev.Interfaces)
 	if err != nil {
 		return err
 	}

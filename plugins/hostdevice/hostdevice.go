@@ -209,24 +209,19 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	if a.Netns == "" || conf.DPDKMode {
 		return nil
 	}
-	ctrNS, err := netns.Open(a.Netns)
+	hc, err := vethplugin.OpenNetns(a.Netns)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
+		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hostNS, err := netns.Current()
 	if err != nil {
 		return err
 	}
 	defer hostNS.Close()
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return err
@@ -240,7 +235,7 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	if ok {
 		sp = &saved
 	}
-	return moveOut(hc, ctrNS, hostNS, hh, a.IfName, sp)
+	return moveOut(hc, hc.NS(), hostNS, hh, a.IfName, sp)
 }
 
 // cmdCheck verifies the attachment described by prevResult: the interface is in
@@ -253,9 +248,9 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if conf.DPDKMode {
 		// The device is not a netdev in the container: only IPAM and
 		// prevResult are checked.
-		ctrNS, _, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+		hc, _, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 		if err == nil {
-			ctrNS.Close()
+			hc.Close()
 		}
 		return err
 	}

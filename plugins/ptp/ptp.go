@@ -306,21 +306,16 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	// IPAM CHECK unconditionally, as in the reference.
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
+	hc, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	contEntry, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
 		return err
 	}
 
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
 	if contEntry.Name == "" {
 		return fmt.Errorf("Container interface name missing in prevResult: %v", contEntry.Name)
 	}

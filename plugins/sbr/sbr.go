@@ -27,7 +27,6 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
 )
 
 // Plugin is the sbr plugin. Its rules, tables and routes are inside the
@@ -189,12 +188,7 @@ func inNetns(path string, fn func(h *netlinkx.Handle) error) error {
 		return err
 	}
 	defer lock.Close()
-	ns, err := netns.Open(path)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenPath(path)
 	if err != nil {
 		return err
 	}

@@ -151,19 +151,14 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
-	if err != nil {
-		return err
-	}
-	defer ctrNS.Close()
-	if _, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
-		return err
-	}
-	hc, err := netlinkx.Open(ctrNS)
+	hc, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}
 	defer hc.Close()
+	if _, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
+		return err
+	}
 	if _, err := hc.TunInfo(a.IfName); err != nil {
 		return fmt.Errorf("tap: container interface %s: %w", a.IfName, netlinkx.Cause(err))
 	}

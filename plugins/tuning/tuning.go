@@ -259,15 +259,10 @@ func restoreFrom(a *cni.CmdArgs, data []byte) error {
 	if a.Netns == "" {
 		return nil
 	}
-	ns, err := netns.Open(a.Netns)
+	h, err := netlinkx.OpenPath(a.Netns)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -299,19 +294,14 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ns, err := netns.Open(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	if err := checkSysctls(ns, entries); err != nil {
-		return err
-	}
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenPath(a.Netns)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
+	if err := checkSysctls(h.NS(), entries); err != nil {
+		return err
+	}
 	l, flags, err := h.LinkByNameFlags(a.IfName)
 	if err != nil {
 		return fmt.Errorf("Cannot find container link %v", a.IfName)

@@ -114,18 +114,17 @@ func (c *NetConf) prevResult() (*cni.Result, error) {
 }
 
 // inNetns opens the namespace at path and a netlink handle in it.
-func inNetns(path string, fn func(ns *netns.NS, h *netlinkx.Handle) error) error {
+func inNetns(path string, fn func(h *netlinkx.Handle) error) error {
 	ns, err := netns.Open(path)
 	if err != nil {
 		return fmt.Errorf("failed to open netns %q: %w", path, err)
 	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenOwning(ns)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	return fn(ns, h)
+	return fn(h)
 }
 
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
@@ -140,7 +139,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
+	err = inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		var u undo
 		if err := add(h, &u, conf, a.IfName); err != nil {
 			if uerr := u.run(); uerr != nil {
@@ -388,7 +387,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		return fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
 	}
 	ns.Close()
-	return inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		vrf, err := h.VRFByName(conf.VRFName)
 		switch {
 		case errors.Is(err, netlinkx.ErrNotFound):
@@ -443,7 +442,7 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if _, err := conf.prevResult(); err != nil {
 		return err
 	}
-	return inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		vrf, err := h.VRFByName(conf.VRFName)
 		if errors.Is(err, netlinkx.ErrNotVRF) {
 			return fmt.Errorf("Netlink %s is not a VRF", conf.VRFName)

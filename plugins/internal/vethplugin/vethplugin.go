@@ -61,14 +61,15 @@ func DNSSet(d cni.DNSConf) bool {
 	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
 }
 
-// OpenNetns opens the container's namespace, with the reference's message
-// on failure.
-func OpenNetns(path string) (*netns.NS, error) {
+// OpenNetns opens the container's namespace and netlink in it
+// (netlinkx.OpenOwning: the handle owns the namespace), with the
+// reference's message when the namespace cannot be opened.
+func OpenNetns(path string) (*netlinkx.Handle, error) {
 	ns, err := netns.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open netns %q: %w", path, err)
 	}
-	return ns, nil
+	return netlinkx.OpenOwning(ns)
 }
 
 // Add is one ADD in progress: the namespaces it works in, and (through the
@@ -76,30 +77,23 @@ func OpenNetns(path string) (*netns.NS, error) {
 type Add struct {
 	Rollback
 	CtrNS  *netns.NS        // the container's namespace
-	HC     *netlinkx.Handle // netlink in CtrNS
+	HC     *netlinkx.Handle // netlink in CtrNS, which it owns
 	HostNS *netns.NS        // the calling thread's: where the host end of the veth goes
 }
 
-// BeginAdd starts ADD a of plugin: it opens the container's namespace
-// (OpenNetns), netlink in it and the host namespace. The caller defers
-// End.
+// BeginAdd starts ADD a of plugin: it opens the container's namespace and
+// netlink in it (OpenNetns) and the host namespace. The caller defers End.
 func BeginAdd(plugin string, a *cni.CmdArgs) (*Add, error) {
-	ctrNS, err := OpenNetns(a.Netns)
+	hc, err := OpenNetns(a.Netns)
 	if err != nil {
-		return nil, err
-	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		ctrNS.Close()
 		return nil, err
 	}
 	hostNS, err := netns.Current()
 	if err != nil {
 		hc.Close()
-		ctrNS.Close()
 		return nil, err
 	}
-	return &Add{Rollback: Rollback{plugin: plugin, a: a}, CtrNS: ctrNS, HC: hc, HostNS: hostNS}, nil
+	return &Add{Rollback: Rollback{plugin: plugin, a: a}, CtrNS: hc.NS(), HC: hc, HostNS: hostNS}, nil
 }
 
 // End ends the ADD: when *err is set (the ADD failed), everything
@@ -113,7 +107,6 @@ func (ad *Add) End(err *error) {
 	}
 	ad.HostNS.Close()
 	ad.HC.Close()
-	ad.CtrNS.Close()
 }
 
 // Rollback collects what a failing ADD has to take back, and takes it back
@@ -217,17 +210,17 @@ func (r *Rollback) StartMasq(own nft.Owner, ips []*cni.IPConfig) {
 	r.Start(func() error { return masq.Setup(nil, own, addrs) })
 }
 
-// BeginCheck is how both plugins start CHECK: it opens the container's
-// namespace (the caller closes it), runs IPAM CHECK when withIPAM, and
-// returns the prevResult; missing is the plugin's error text for a config
-// without one.
-func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bool, missing string) (*netns.NS, *cni.Result, error) {
-	ns, err := OpenNetns(a.Netns)
+// BeginCheck is how the plugins start CHECK: it opens the container's
+// namespace and netlink in it (OpenNetns; the caller closes the handle),
+// runs IPAM CHECK when withIPAM, and returns the prevResult; missing is
+// the plugin's error text for a config without one.
+func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bool, missing string) (*netlinkx.Handle, *cni.Result, error) {
+	hc, err := OpenNetns(a.Netns)
 	if err != nil {
 		return nil, nil, err
 	}
-	fail := func(err error) (*netns.NS, *cni.Result, error) {
-		ns.Close()
+	fail := func(err error) (*netlinkx.Handle, *cni.Result, error) {
+		hc.Close()
 		return nil, nil, err
 	}
 	if withIPAM {
@@ -245,7 +238,7 @@ func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bo
 	if result == nil {
 		return fail(errors.New(missing))
 	}
-	return ns, result, nil
+	return hc, result, nil
 }
 
 // DeleteLink deletes ifName in the namespace at path, for DEL: a namespace
@@ -279,15 +272,10 @@ func DeleteLinkAfter(path, ifName string, before func()) error {
 	if path == "" {
 		return nil
 	}
-	ns, err := netns.Open(path)
+	h, err := netlinkx.OpenPath(path)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
 	if err != nil {
 		return err
 	}
