@@ -24,6 +24,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -130,17 +131,8 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	// A failed ADD takes back what it did, last first.
-	var undo []func() error
-	defer func() {
-		if err == nil {
-			return
-		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if uerr := undo[i](); uerr != nil {
-				a.Logf("bandwidth: rolling back: %v", uerr)
-			}
-		}
-	}()
+	undo := rollback.New("bandwidth", a)
+	defer undo.End(&err)
 
 	if bw.IngressRate > 0 && bw.IngressBurst > 0 {
 		t := tbfFor(bw.IngressRate, bw.IngressBurst, tick)
@@ -148,7 +140,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if err := q.AddTBF(host.Index, qdisc.Root, tbfHandle, t); err != nil {
 			return nil, fmt.Errorf("create qdisc: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error {
+		undo.Push("", func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "tbf", Handle: tbfHandle, Parent: qdisc.Root})
 		})
 	}
@@ -166,7 +158,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if err := hh.AddIFB(spec); err != nil {
 			return nil, fmt.Errorf("adding link: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error { return deleteLink(hh, name) })
+		undo.Push("", func() error { return deleteLink(hh, name) })
 		ifb, err := hh.LinkByName(name)
 		if err != nil {
 			return nil, err
@@ -180,7 +172,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if err := q.AddIngress(host.Index); err != nil {
 			return nil, fmt.Errorf("create ingress qdisc: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error {
+		undo.Push("", func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "ingress", Handle: qdisc.IngressHandle, Parent: qdisc.Ingress})
 		})
 		// One mirred action; the reference encodes the same redirect twice.

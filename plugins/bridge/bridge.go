@@ -26,6 +26,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -119,7 +120,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	if conf.isL3() {
-		if err := addL3(a, conf, hh, hc, ctrNS, br, ir, result, &add.Rollback); err != nil {
+		if err := addL3(a, conf, hh, hc, ctrNS, br, ir, result, add.Rollback); err != nil {
 			return nil, err
 		}
 	} else if !conf.DisableContainerInterface {
@@ -161,10 +162,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 // routes, gateway addresses on the bridge, forwarding, masquerade
 // (started in the background, joined by vethplugin.Add.End).
 func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
-	br netlinkx.Link, ir, result *cni.Result, rollback *vethplugin.Rollback) error {
+	br netlinkx.Link, ir, result *cni.Result, rb *rollback.Rollback) error {
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
 	if conf.IPMasq {
-		rollback.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs)
+		vethplugin.StartMasq(rb, vethplugin.Owner(conf.Name, a), result.IPs)
 	}
 	gws4, gws6 := calcGateways(result, conf)
 

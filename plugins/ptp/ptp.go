@@ -131,7 +131,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	if conf.IPMasq {
-		add.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
+		vethplugin.StartMasq(add.Rollback, vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
 	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through

@@ -22,6 +22,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the tuning plugin. GC collects the backups of attachments
@@ -116,24 +117,15 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		}
 	}()
 	// Registered after the closes above, so it runs before them.
-	var undo []func() error
-	defer func() {
-		if err == nil {
-			return
-		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if uerr := undo[i](); uerr != nil {
-				a.Logf("tuning: rolling back: %v", uerr)
-			}
-		}
-	}()
+	undo := rollback.New("tuning", a)
+	defer undo.End(&err)
 
 	if len(entries) > 0 {
 		u, err := applySysctls(ns, entries, a.Logf)
 		if err != nil {
 			return nil, err
 		}
-		undo = append(undo, u)
+		undo.Push("", u)
 	}
 	if !conf.changesLink() {
 		return result, nil
@@ -151,7 +143,8 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, u, func() error { return restoreLink(h, a.IfName, b) })
+	undo.Push("", u)
+	undo.Push("", func() error { return restoreLink(h, a.IfName, b) })
 
 	if err := setLink(h, a.IfName, conf); err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the vrf plugin. The VRF device and its table are inside the
@@ -140,11 +141,9 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		return nil, err
 	}
 	err = inNetns(a.Netns, func(h *netlinkx.Handle) error {
-		var u undo
-		if err := add(h, &u, conf, a.IfName); err != nil {
-			if uerr := u.run(); uerr != nil {
-				a.Logf("vrf: rolling back: %v", uerr)
-			}
+		u := rollback.New("vrf", a)
+		if err := add(h, u, conf, a.IfName); err != nil {
+			u.Run()
 			return fmt.Errorf("cmdAdd failed: %w", err)
 		}
 		return nil
@@ -155,21 +154,8 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	return prev, nil
 }
 
-// undo collects what a failing ADD takes back, last first.
-type undo []func() error
-
-func (u *undo) push(fn func() error) { *u = append(*u, fn) }
-
-func (u undo) run() error {
-	var errs []error
-	for i := len(u) - 1; i >= 0; i-- {
-		errs = append(errs, u[i]())
-	}
-	return errors.Join(errs...)
-}
-
 // add makes sure the VRF exists and enslaves ifName to it.
-func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
+func add(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf, ifName string) error {
 	vrf, err := ensureVRF(h, u, conf)
 	if err != nil {
 		return err
@@ -206,7 +192,7 @@ func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
 	if err := h.SetMaster(ifName, conf.VRFName); err != nil {
 		return fmt.Errorf("could not set master %s for %s: %w", conf.VRFName, ifName, netlinkx.Cause(err))
 	}
-	u.push(func() error { return release(h, ifName, v6, moved) })
+	u.Push("", func() error { return release(h, ifName, v6, moved) })
 
 	if err := restoreV6(h, ifName, v6, int(vrf.Table), link.Index); err != nil {
 		return err
@@ -259,7 +245,7 @@ func release(h *netlinkx.Handle, ifName string, v6 []netip.Prefix, routes []netl
 }
 
 // ensureVRF finds the VRF or creates it (registering its removal).
-func ensureVRF(h *netlinkx.Handle, u *undo, conf *NetConf) (netlinkx.VRF, error) {
+func ensureVRF(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf) (netlinkx.VRF, error) {
 	vrf, err := h.VRFByName(conf.VRFName)
 	switch {
 	case err == nil:
@@ -289,7 +275,7 @@ func ensureVRF(h *netlinkx.Handle, u *undo, conf *NetConf) (netlinkx.VRF, error)
 	if err := h.AddVRF(conf.VRFName, table); err != nil {
 		return vrf, fmt.Errorf("could not add VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}
-	u.push(func() error { return h.DeleteLink(conf.VRFName) })
+	u.Push("", func() error { return h.DeleteLink(conf.VRFName) })
 	if err := h.SetUp(conf.VRFName); err != nil {
 		return vrf, fmt.Errorf("could not set link up for VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}

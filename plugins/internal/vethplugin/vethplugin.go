@@ -23,6 +23,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Owner is what the nftables state of attachment a in network is tagged
@@ -75,7 +76,7 @@ func OpenNetns(path string) (*netlinkx.Handle, error) {
 // Add is one ADD in progress: the namespaces it works in, and (through the
 // embedded Rollback) what a failure has to take back.
 type Add struct {
-	Rollback
+	*rollback.Rollback
 	CtrNS  *netns.NS        // the container's namespace
 	HC     *netlinkx.Handle // netlink in CtrNS, which it owns
 	HostNS *netns.NS        // the calling thread's: where the host end of the veth goes
@@ -93,115 +94,25 @@ func BeginAdd(plugin string, a *cni.CmdArgs) (*Add, error) {
 		hc.Close()
 		return nil, err
 	}
-	return &Add{Rollback: Rollback{plugin: plugin, a: a}, CtrNS: hc.NS(), HC: hc, HostNS: hostNS}, nil
+	return &Add{Rollback: rollback.New(plugin, a), CtrNS: hc.NS(), HC: hc, HostNS: hostNS}, nil
 }
 
 // End ends the ADD: when *err is set (the ADD failed), everything
-// registered is taken back first; then the namespaces are closed.
+// registered is taken back first (Rollback.End); then the namespaces are
+// closed.
 func (ad *Add) End(err *error) {
-	if werr := ad.Wait(); werr != nil && *err == nil {
-		*err = werr
-	}
-	if *err != nil {
-		ad.Run()
-	}
+	ad.Rollback.End(err)
 	ad.HostNS.Close()
 	ad.HC.Close()
 }
 
-// Rollback collects what a failing ADD has to take back, and takes it back
-// in reverse order. Undo steps are best effort: their errors only reach
-// the invocation's stderr, as "<plugin>: rolling back[ <what>]: <err>".
-type Rollback struct {
-	plugin  string
-	a       *cni.CmdArgs
-	steps   []func()
-	pending []chan error // steps started in the background (Start)
-}
-
-// Start runs fn in the background, overlapping it with the rest of ADD;
-// Wait (called by Add.End, and by Run before undoing anything, so an undo
-// never races the step it undoes) collects its error.
-func (r *Rollback) Start(fn func() error) {
-	ch := make(chan error, 1)
-	go func() { ch <- fn() }()
-	r.pending = append(r.pending, ch)
-}
-
-// Wait waits for every step started with Start and returns their errors.
-func (r *Rollback) Wait() error {
-	var errs []error
-	for _, ch := range r.pending {
-		errs = append(errs, <-ch)
-	}
-	r.pending = nil
-	return errors.Join(errs...)
-}
-
-// Push registers undo; what names it in the log ("" for none).
-func (r *Rollback) Push(what string, undo func() error) {
-	prefix := r.plugin + ": rolling back"
-	if what != "" {
-		prefix += " " + what
-	}
-	r.steps = append(r.steps, func() {
-		if err := undo(); err != nil {
-			r.a.Logf("%s: %v", prefix, err)
-		}
-	})
-}
-
-// Run undoes everything registered, last first.
-func (r *Rollback) Run() {
-	_ = r.Wait() // a background step's error is already the reason we are here, or moot
-	for i := len(r.steps) - 1; i >= 0; i-- {
-		r.steps[i]()
-	}
-}
-
-// LinkCreated registers deleting the container interface ifName in h's
-// namespace (its veth peer goes with it); already gone is fine.
-func (r *Rollback) LinkCreated(h *netlinkx.Handle, ifName string) {
-	r.Push("", func() error {
-		if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-			return err
-		}
-		return nil
-	})
-}
-
-// DelegateAdd runs IPAM ADD and, once it succeeded, registers the release
-// (IPAM DEL). A failed IPAM ADD is never followed by IPAM DEL: the failure
-// may be IPAM refusing a second reservation for the same container ID and
-// interface ("duplicate allocation"), and a DEL would then release the
-// live attachment's address, which IPAM keys by exactly that pair (the
-// reference does not call DEL there either). IPAM returning no address is
-// an error after the reservation was made, so it is released.
-func (r *Rollback) DelegateAdd(ctx context.Context, ipamType string) (*cni.Result, error) {
-	result, err := cni.DelegateAdd(ctx, ipamType, r.a)
-	if err != nil {
-		return nil, err
-	}
-	r.IPAMReserved(ctx, ipamType)
-	if len(result.IPs) == 0 {
-		return nil, errors.New("IPAM plugin returned missing IP config")
-	}
-	return result, nil
-}
-
-// IPAMReserved registers the release (IPAM DEL of ipamType) of what a
-// successful IPAM ADD reserved, for a plugin that runs IPAM ADD itself.
-func (r *Rollback) IPAMReserved(ctx context.Context, ipamType string) {
-	r.Push("IPAM", func() error { return cni.DelegateDel(ctx, ipamType, r.a) })
-}
-
 // StartMasq masquerades traffic from the addresses of ips for own (nft/masq
 // in the process's namespace) in the background, and registers its
-// teardown. Background because an nf_tables commit costs an RCU grace
-// period when its socket is closed (nf_tables flushes its destroy work on
-// release): several milliseconds that overlap with the rest of ADD instead
-// of adding to it. Add.End joins it; its failure fails the ADD.
-func (r *Rollback) StartMasq(own nft.Owner, ips []*cni.IPConfig) {
+// teardown with r. Background because an nf_tables commit costs an RCU
+// grace period when its socket is closed (nf_tables flushes its destroy
+// work on release): several milliseconds that overlap with the rest of ADD
+// instead of adding to it. r.End joins it; its failure fails the ADD.
+func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
 	addrs := make([]netip.Prefix, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, ip.Address)
