@@ -229,3 +229,12 @@ func TestConversions(t *testing.T) {
 		t.Errorf("toRoute = %+v, want %+v", r, want)
 	}
 }
+
+// TestReservedTable: the kernel's own tables, and 0, which means main.
+func TestReservedTable(t *testing.T) {
+	for table, want := range map[int]bool{0: true, 1: false, 100: false, 252: false, 253: true, 254: true, 255: true, 256: false} {
+		if got := ReservedTable(table); got != want {
+			t.Errorf("ReservedTable(%d) = %v", table, got)
+		}
+	}
+}

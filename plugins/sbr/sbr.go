@@ -494,7 +494,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		}
 		if conf.Table == nil && lerr == nil {
 			for t := range tables {
-				if reservedTable(t) {
+				if netlinkx.ReservedTable(t) { // sbr never empties the kernel's own tables
 					continue
 				}
 				errs = append(errs, flushLinkRoutes(h, t, link.Index))
@@ -502,12 +502,6 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		}
 		return errors.Join(errs...)
 	})
-}
-
-// reservedTable reports the kernel's own tables (default, main, local),
-// which sbr never empties.
-func reservedTable(t int) bool {
-	return t == unix.RT_TABLE_DEFAULT || t == unix.RT_TABLE_MAIN || t == unix.RT_TABLE_LOCAL || t == 0
 }
 
 // flushLinkRoutes deletes the link's routes from table t.

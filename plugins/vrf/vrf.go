@@ -66,7 +66,9 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	if c.VRFName == "" {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "configuration is expected to have a valid vrf name")
 	}
-	if reservedTable(c.Table) {
+	// 0 means "choose one" (freeTable); a VRF bound to one of the kernel's
+	// own tables would route through the main or local table.
+	if c.Table != 0 && netlinkx.ReservedTable(int(c.Table)) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: the kernel reserves tables 253 to 255", c.Table)
 	}
 	return &c, nil
@@ -80,18 +82,12 @@ func (c *NetConf) addCheck() error {
 	return cni.IfNameFits("vrfname", c.VRFName)
 }
 
-// reservedTable reports the kernel's own tables (default, main, local):
-// a VRF bound to one of them would route through the main or local table.
-func reservedTable(t uint32) bool {
-	return t == unix.RT_TABLE_DEFAULT || t == unix.RT_TABLE_MAIN || t == unix.RT_TABLE_LOCAL
-}
-
 // freeTable is the lowest table id from 1 up that no VRF in used has and
 // that the kernel does not reserve. The reference looked only at the
 // other VRFs and could hand out 253–255.
 func freeTable(used map[uint32]bool) (uint32, error) {
 	for t := uint32(1); t != 0; t++ {
-		if !used[t] && !reservedTable(t) {
+		if !used[t] && !netlinkx.ReservedTable(int(t)) {
 			return t, nil
 		}
 	}
