@@ -24,8 +24,9 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // Plugin is the bandwidth plugin. GC collects IFB devices of attachments
@@ -83,10 +84,6 @@ func hashName(s string) string {
 // network and attachment, from anyone else's: names are one-way hashes.
 const aliasPrefix = "nftcni bandwidth "
 
-func owner(network string, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
 // errNotChained is the error of ADD without prevResult.
 var errNotChained = errors.New("must be called as chained plugin")
 
@@ -106,7 +103,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	result := conf.prev.Clone()
 
-	hc, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +150,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			Name:  name,
 			MTU:   host.MTU,
 			Up:    true, // tx queue length 0, as the reference
-			Alias: aliasPrefix + owner(conf.Name, a).Tag(),
+			Alias: aliasPrefix + ownertag.Of(conf.Name, a).Tag(),
 		}
 		if err := hh.AddIFB(spec); err != nil {
 			return nil, fmt.Errorf("adding link: %w", netlinkx.Cause(err))
@@ -374,7 +371,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if bw == nil || bw.isZero() {
 		return nil
 	}
-	hc, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return err
 	}
@@ -501,7 +498,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	valid := vethplugin.ValidOwners(conf.Name, atts)
+	valid := ownertag.Valid(conf.Name, atts)
 	var errs []error
 	for _, l := range links {
 		if l.Kind != "ifb" || !strings.HasPrefix(l.Name, ifbPrefix) {

@@ -26,6 +26,8 @@ import (
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
@@ -65,7 +67,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer hh.Close()
-	add, err := vethplugin.BeginAdd("bridge", a)
+	add, err := ifplugin.BeginAdd("bridge", a)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +100,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		CNIVersion: cni.CurrentVersion,
 		Interfaces: []*cni.Interface{brIface, {Name: hostVeth, Mac: hostLink.MAC.String()}, contIface},
 	}
-	own := vethplugin.Owner(conf.Name, a)
+	own := ownertag.Of(conf.Name, a)
 
 	// IPAM before the MAC spoof check (the reference asks it after): a
 	// reused container ID with the same interface name is refused by IPAM
@@ -160,12 +162,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 // addL3 is the layer-3 part of ADD once IPAM answered ir: addresses,
 // routes, gateway addresses on the bridge, forwarding, masquerade
-// (started in the background, joined by vethplugin.Add.End).
+// (started in the background, joined by ifplugin.Add.End).
 func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
 	br netlinkx.Link, ir, result *cni.Result, rb *rollback.Rollback) error {
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
 	if conf.IPMasq {
-		vethplugin.StartMasq(rb, vethplugin.Owner(conf.Name, a), result.IPs)
+		vethplugin.StartMasq(rb, ownertag.Of(conf.Name, a), result.IPs)
 	}
 	gws4, gws6 := calcGateways(result, conf)
 

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // cmdCheck verifies that the attachment described by prevResult still
@@ -24,7 +24,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	// IPAM CHECK only with IPAM: the reference asks it unconditionally.
-	hc, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}

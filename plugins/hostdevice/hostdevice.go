@@ -21,7 +21,7 @@ import (
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the host-device plugin.
@@ -55,7 +55,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer hh.Close()
-	add, err := vethplugin.BeginAdd("host-device", a)
+	add, err := ifplugin.BeginAdd("host-device", a)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 // container as CNI_IFNAME and sets it up there. It registers moving it
 // back (and removing the record) with the ADD's rollback. It returns the
 // device's MAC.
-func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (string, error) {
+func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (string, error) {
 	dev, err := findDevice(hh, sysfsRoot, conf)
 	if err != nil {
 		return "", fmt.Errorf("failed to find host device: %w", err)
@@ -209,7 +209,7 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	if a.Netns == "" || conf.DPDKMode {
 		return nil
 	}
-	hc, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
@@ -248,13 +248,13 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if conf.DPDKMode {
 		// The device is not a netdev in the container: only IPAM and
 		// prevResult are checked.
-		hc, _, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+		hc, _, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 		if err == nil {
 			hc.Close()
 		}
 		return err
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // checkMsgs are the reference host-device's CHECK texts.
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "Container interface name missing in prevResult: %v",
 	NotFound: "Container Interface name in prevResult: %s not found",
 	InHost:   "Error: Container interface %s should not be in host namespace",

@@ -23,6 +23,8 @@ import (
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -98,7 +100,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 	// The namespace is opened before IPAM is asked (the reference asks
 	// first), so a bad CNI_NETNS costs no allocation.
-	add, err := vethplugin.BeginAdd("ptp", a)
+	add, err := ifplugin.BeginAdd("ptp", a)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	if conf.IPMasq {
-		vethplugin.StartMasq(add.Rollback, vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
+		vethplugin.StartMasq(add.Rollback, ownertag.Of(conf.Name, a), result.IPs) // joined by add.End
 	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through
@@ -306,7 +308,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	// IPAM CHECK unconditionally, as in the reference.
-	hc, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
 	if err != nil {
 		return err
 	}
@@ -356,13 +358,13 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		errs = append(errs, err)
 	}
 	// The masquerade teardown overlaps the link deletion (see
-	// vethplugin.DeleteLinkAfter).
+	// ifplugin.DeleteLinkAfter).
 	var masqErr error
 	var teardown func() // nil: no nftables state to remove
 	if conf.IPMasq {
-		teardown = func() { masqErr = masq.Teardown(nil, vethplugin.Owner(conf.Name, a)) }
+		teardown = func() { masqErr = masq.Teardown(nil, ownertag.Of(conf.Name, a)) }
 	}
-	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
+	if err := ifplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(append(errs, masqErr)...)
@@ -386,7 +388,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			a.Logf("ptp: GC without cni.dev/valid-attachments: nothing collected")
 			return errors.Join(errs...)
 		}
-		if err := masq.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
+		if err := masq.GC(nil, conf.Name, ownertag.Valid(conf.Name, atts)); err != nil {
 			errs = append(errs, err)
 		}
 	}

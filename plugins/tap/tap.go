@@ -18,7 +18,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the tap plugin.
@@ -46,7 +46,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := conf.check(a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("tap", a)
+	add, err := ifplugin.BeginAdd("tap", a)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		}
 	}
 	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
+		if err := ifplugin.DeleteLink(a.Netns, a.IfName); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -151,7 +151,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	hc, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}

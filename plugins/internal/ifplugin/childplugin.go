@@ -1,4 +1,4 @@
-package vethplugin
+package ifplugin
 
 import (
 	"context"
