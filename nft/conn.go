@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft/internal/fakedial"
 	"github.com/nftcni/nftcni/nlerr"
 )
 
@@ -42,8 +43,13 @@ type Conn struct {
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,
 // which is the process's own unless the caller moved its locked thread).
-// The socket stays in that namespace for its whole life.
+// The socket stays in that namespace for its whole life. Every component
+// gets its Conns here, which makes this the one place golden tests put a
+// fake nf_tables under them (see nft/internal/fakedial).
 func Open(ns *netns.NS) (*Conn, error) {
+	if fakedial.Dial != nil {
+		return NewConn(fakedial.Dial()), nil
+	}
 	cfg := &netlink.Config{}
 	where := "current netns"
 	if ns != nil {

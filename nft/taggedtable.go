@@ -19,9 +19,6 @@ func BaseChain(table *nftables.Table, name string, typ nftables.ChainType, hook 
 	return &nftables.Chain{Table: table, Name: name, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept}
 }
 
-// Opener dials nf_tables in a namespace: Open, or a fake in golden tests.
-type Opener func(ns *netns.NS) (*Conn, error)
-
 // TaggedTable is the shape every component (masq, macspoof) keeps its state
 // in: one table of ours with one base chain of static rules, and sets whose
 // elements carry the owner tag of the attachment that added them. Its
@@ -61,21 +58,12 @@ type TaggedTable struct {
 	// the wanted keys cannot find: when the fast path finds anything to
 	// take over, Setup redoes it on the slow path, which sees them all.
 	TakeOverByPrefix bool
-	// Open dials nf_tables; nil means Open. Golden tests put a fake here.
-	Open Opener
 }
 
 // ChainRules is a chain with its static rules.
 type ChainRules struct {
 	Chain *nftables.Chain
 	Rules []StaticRule
-}
-
-func (t *TaggedTable) open(ns *netns.NS) (*Conn, error) {
-	if t.Open != nil {
-		return t.Open(ns)
-	}
-	return Open(ns)
 }
 
 // readMode is how a Setup or Teardown reads what is there.
@@ -113,7 +101,7 @@ const (
 // different result. A missing table has nothing to read at all.
 func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]Element, record string,
 	takeOver func(s *nftables.Set, e Element) bool, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -255,7 +243,7 @@ var errSlowPath = errors.New("nftables: fast path cannot decide, reading whole s
 // existed) makes it read whole sets, legacy ones too. Known limit: state
 // written before owner markers existed at all is left to GC.
 func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -305,7 +293,7 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 
 // GC removes, in ns, everything of network not owned by one of valid.
 func (t *TaggedTable) GC(ns *netns.NS, network string, valid []Owner, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

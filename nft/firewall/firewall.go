@@ -171,13 +171,6 @@ func (a Attachment) accepts() []foreign.Accept {
 func mine(match func(comment string) bool) func(comment string) bool { return foreign.Of("", match) }
 
 var (
-	// open dials nf_tables; nil means nft.Open. Golden tests put a fake
-	// here.
-	open nft.Opener
-	// chainExists asks whether a chain exists; golden tests answer from
-	// the fake's state (the fake does not serve NFT_MSG_GETCHAIN).
-	chainExists = (*nft.Tx).ChainExists
-
 	table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 
 	forward    = nft.BaseChain(table, ForwardChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
@@ -221,13 +214,6 @@ func adminChain(name string) *nftables.Chain {
 		name = DefaultAdminChain
 	}
 	return &nftables.Chain{Table: table, Name: name}
-}
-
-func connOpen(ns *netns.NS) (*nft.Conn, error) {
-	if open != nil {
-		return open(ns)
-	}
-	return nft.Open(ns)
 }
 
 // attachmentID is the second half of a claim's key: 16 characters derived
@@ -320,7 +306,7 @@ func Setup(ns *netns.NS, a Attachment) error {
 	if ReservedChain(admin.Name) {
 		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
 	}
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -418,7 +404,7 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) error {
 // remove drops the claims match selects and then runs removeForeign in the
 // same batch.
 func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) error, what string) error {
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -453,7 +439,7 @@ func Check(ns *netns.NS, a Attachment) error {
 		return err
 	}
 	admin := adminChain(a.AdminChain)
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -480,7 +466,7 @@ func Check(ns *netns.NS, a Attachment) error {
 		if !slices.Equal(comments, wantComments) {
 			return fmt.Errorf("chain inet %s %s does not hold the firewall's rules", TableName, ForwardChain)
 		}
-		if ok, err := chainExists(tx, admin); err != nil || !ok {
+		if ok, err := tx.ChainExists(admin); err != nil || !ok {
 			if err == nil {
 				err = fmt.Errorf("admin chain inet %s %s not found", TableName, admin.Name)
 			}

@@ -20,25 +20,12 @@ import (
 
 var sample, other = nfttest.Sample, nfttest.Other
 
-// use points the package at a fake nf_tables starting from st; chain
-// existence is answered from the fake's chains (the fake does not serve
-// NFT_MSG_GETCHAIN).
+// use points the package at a fake nf_tables starting from st.
 func use(t *testing.T, st nfttest.State) *nfttest.Fake {
 	t.Helper()
 	f := &nfttest.Fake{State: st}
-	nfttest.Use(t, &open, f)
-	old := chainExists
-	chainExists = func(_ *nft.Tx, ch *nftables.Chain) (bool, error) {
-		_, ok := f.State.Chains[chainKey(ch)]
-		return ok, nil
-	}
-	t.Cleanup(func() { chainExists = old })
+	nfttest.Use(t, f)
 	return f
-}
-
-func chainKey(ch *nftables.Chain) string {
-	fam := map[nftables.TableFamily]string{nftables.TableFamilyINet: "inet", nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6"}
-	return fam[ch.Table.Family] + " " + ch.Table.Name + " " + ch.Name
 }
 
 // run runs op, which must succeed, against a fake starting from st.

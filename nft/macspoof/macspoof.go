@@ -73,7 +73,6 @@ const (
 
 var (
 	// store is the component: the table, chain, sets and rules below.
-	// Golden tests set its Open to a fake nf_tables.
 	// Take-over is by port name whatever the MAC, which a lookup of the
 	// wanted (port . MAC) cannot find: see nft.TaggedTable.
 	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, Recompute: recompute, TakeOverByPrefix: true}

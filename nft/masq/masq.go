@@ -124,7 +124,6 @@ const (
 
 var (
 	// store is the component: the table, chain, sets and rules below.
-	// Golden tests set its Open to a fake nf_tables.
 	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules,
 		Chains: subnetChains, Recompute: recompute, Legacy: legacy}
 

@@ -263,9 +263,6 @@ var (
 	fam4 = newFamily(false)
 	fam6 = newFamily(true)
 	fams = []*family{fam4, fam6}
-
-	// open dials nf_tables; golden tests replace it with a fake.
-	open nft.Opener = nft.Open
 )
 
 func newFamily(v6 bool) *family {
@@ -659,7 +656,7 @@ func Setup(ns *netns.NS, s Spec) error {
 	if err != nil {
 		return fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
 	}
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -992,7 +989,7 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
 // the tables; for a Teardown, owner is the owner (whose marker may spare
 // reading whole sets).
 func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return Removed{}, err
 	}
@@ -1114,7 +1111,7 @@ func Check(ns *netns.NS, s Spec) error {
 	if err != nil {
 		return err
 	}
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -1142,7 +1139,7 @@ func Check(ns *netns.NS, s Spec) error {
 // conditional rules reaches (what those rules forward is not decoded), so
 // such chains are not checked.
 func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}

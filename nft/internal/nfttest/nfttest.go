@@ -28,8 +28,8 @@ import (
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/fakedial"
 )
 
 // Update makes Golden rewrite the golden files: go test ./nft/... -update
@@ -542,13 +542,13 @@ func diff(want, got string) string {
 	return "(identical lines, different bytes)"
 }
 
-// Use makes *open (a component's TaggedTable.Open) dial f for the rest of
-// the test.
-func Use(t testing.TB, open *nft.Opener, f *Fake) {
+// Use makes every nft.Open dial f for the rest of the test (see
+// fakedial). Tests that use it must not run in parallel.
+func Use(t testing.TB, f *Fake) {
 	t.Helper()
-	old := *open
-	*open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
-	t.Cleanup(func() { *open = old })
+	old := fakedial.Dial
+	fakedial.Dial = func() *netlink.Conn { return nltest.Dial(f.serve) }
+	t.Cleanup(func() { fakedial.Dial = old })
 }
 
 // Cat concatenates lists of golden-file notes.
@@ -652,12 +652,12 @@ func (f *Fake) Dumps() []string {
 	return out
 }
 
-// Run points *open at a fake starting from st, runs op, which must
+// Run points nft.Open at a fake starting from st, runs op, which must
 // succeed, and returns the fake with what op sent.
-func Run(t testing.TB, open *nft.Opener, st State, op func() error) *Fake {
+func Run(t testing.TB, st State, op func() error) *Fake {
 	t.Helper()
 	f := &Fake{State: st}
-	Use(t, open, f)
+	Use(t, f)
 	if err := op(); err != nil {
 		t.Fatal(err)
 	}
@@ -668,14 +668,14 @@ func Run(t testing.TB, open *nft.Opener, st State, op func() error) *Fake {
 // without the component's table and against existing, and fails the test
 // if any batch is sent: removing what is not there writes nothing (and
 // creates no table).
-func SendsNothing(t testing.TB, open *nft.Opener, existing State, ops ...func() error) {
+func SendsNothing(t testing.TB, existing State, ops ...func() error) {
 	t.Helper()
 	for name, st := range map[string]State{
 		"no table":    {Gen: 3},
 		"not present": existing,
 	} {
 		f := &Fake{State: st}
-		Use(t, open, f)
+		Use(t, f)
 		for _, op := range ops {
 			if err := op(); err != nil {
 				t.Fatalf("%s: %v", name, err)
