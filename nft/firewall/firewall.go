@@ -196,14 +196,10 @@ var (
 	claimSets = []claims{
 		{set: owners4, keyLen: 4, derived: []derived{{allow4, same}}},
 		{set: owners6, keyLen: 16, derived: []derived{{allow6, same}}},
-		{set: bridgeOwners, keyLen: ifnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
-		{set: isolatedOwners, keyLen: ifnameLen, derived: []derived{{isolatedSelf, double}}},
+		{set: bridgeOwners, keyLen: nft.IfnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
+		{set: isolatedOwners, keyLen: nft.IfnameLen, derived: []derived{{isolatedSelf, double}}},
 	}
 )
-
-// ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
-// padded with NULs.
-const ifnameLen = 16
 
 // ReservedChain reports whether name is one of our own chains, which an
 // admin chain must not be (a jump to itself would be a loop).
@@ -222,13 +218,7 @@ func adminChain(name string) *nftables.Chain {
 // apart.
 func attachmentID(o nft.Owner) []byte {
 	sum := sha512.Sum512([]byte(nft.NetworkHash(o.Network) + ":" + o.AttachmentHash()))
-	return []byte(hex.EncodeToString(sum[:ifnameLen/2]))
-}
-
-func ifnameKey(name string) []byte {
-	k := make([]byte, ifnameLen)
-	copy(k, name)
-	return k
+	return []byte(hex.EncodeToString(sum[:nft.IfnameLen/2]))
 }
 
 // addrKey is a's key in allow4/allow6 and the set it belongs to.
@@ -250,27 +240,19 @@ func wanted(a Attachment) (map[*nftables.Set][]nft.Element, error) {
 		if v4 {
 			s = owners4
 		}
-		want[s] = append(want[s], nft.Element{Key: concat(k, id), Comment: tag})
+		want[s] = append(want[s], nft.Element{Key: nft.Concat(k, id), Comment: tag})
 	}
 	if a.Policy != PolicyOpen {
-		if a.Bridge == "" || len(a.Bridge) >= ifnameLen {
+		if a.Bridge == "" || len(a.Bridge) >= nft.IfnameLen {
 			return nil, fmt.Errorf("invalid bridge name %q", a.Bridge)
 		}
-		k := concat(ifnameKey(a.Bridge), id)
+		k := nft.Concat(nft.IfnameKey(a.Bridge), id)
 		want[bridgeOwners] = []nft.Element{{Key: k, Comment: tag}}
 		if a.Policy == PolicyIsolated {
 			want[isolatedOwners] = []nft.Element{{Key: k, Comment: tag}}
 		}
 	}
 	return want, nil
-}
-
-func concat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }
 
 func describe(a Attachment) string {

@@ -80,11 +80,11 @@ func id(o nft.Owner) string { return string(attachmentID(o)) }
 func addr(s string) []byte { k, _ := addrKey(netip.MustParseAddr(s)); return k }
 
 func claim(a string, o nft.Owner) nfttest.Elem {
-	return nfttest.Elem{Key: concat(addr(a), attachmentID(o)), Comment: o.Tag()}
+	return nfttest.Elem{Key: nft.Concat(addr(a), attachmentID(o)), Comment: o.Tag()}
 }
 
 func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
-	return nfttest.Elem{Key: concat(ifnameKey(br), attachmentID(o)), Comment: o.Tag()}
+	return nfttest.Elem{Key: nft.Concat(nft.IfnameKey(br), attachmentID(o)), Comment: o.Tag()}
 }
 
 // existing is a ruleset where Setup ran for sample (10.1.0.5, fd00:1::5,
@@ -109,8 +109,8 @@ func existing() nfttest.State {
 			"inet nftcni_firewall allow6":          {{Key: addr("fd00:1::5"), Comment: s}},
 			"inet nftcni_firewall owners4":         {claim("10.1.0.5", sample), claim("10.1.0.7", other)},
 			"inet nftcni_firewall owners6":         {claim("fd00:1::5", sample)},
-			"inet nftcni_firewall bridges":         {{Key: ifnameKey("br0"), Comment: s}},
-			"inet nftcni_firewall bridge_self":     {{Key: concat(ifnameKey("br0"), ifnameKey("br0")), Comment: s}},
+			"inet nftcni_firewall bridges":         {{Key: nft.IfnameKey("br0"), Comment: s}},
+			"inet nftcni_firewall bridge_self":     {{Key: nft.Concat(nft.IfnameKey("br0"), nft.IfnameKey("br0")), Comment: s}},
 			"inet nftcni_firewall isolated_self":   {},
 			"inet nftcni_firewall bridge_owners":   {bridgeClaim("br0", sample), bridgeClaim("br0", other)},
 			"inet nftcni_firewall isolated_owners": {},

@@ -33,7 +33,7 @@ var ruleNotes = []string{
 }
 
 func key(name string, mac ...byte) []byte {
-	k := ifnameKey(name)
+	k := nft.IfnameKey(name)
 	if mac != nil {
 		k = append(append(k, mac...), 0, 0)
 	}
