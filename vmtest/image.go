@@ -21,6 +21,8 @@ type imageSpec struct {
 	modDir   string
 	modules  []string
 	programs []string
+	sysroot  string // where programs and their libraries are: / or the cache's tree
+	triplet  string // Debian's multiarch name of the guest's libraries directory
 	nftcni   string // directory with nftcni and its plugin links
 	pkgs     []testPkg
 	args     []string
@@ -84,11 +86,11 @@ func writeInitramfs(file string, s imageSpec) error {
 
 	// Programs tests talk to, with their libraries, where the host has them.
 	for _, name := range s.programs {
-		prog, ok := FindProgram(name)
+		prog, ok := findProgramIn(s.sysroot, name)
 		if !ok {
 			continue
 		}
-		files, err := programFiles(prog)
+		files, err := programFiles(s.sysroot, s.triplet, prog)
 		if err != nil {
 			return fmt.Errorf("program %s: %w", name, err)
 		}
@@ -123,7 +125,7 @@ func writeInitramfs(file string, s imageSpec) error {
 		if err := copyTree(c, filepath.Join(p.Dir, "testdata"), path.Join(p.guestDir(), "testdata")); err != nil {
 			return err
 		}
-		fmt.Fprintf(&plan, "%s %s %s\n", p.ImportPath, p.guestDir(), p.guestBin())
+		fmt.Fprintf(&plan, "%s %s %s %s\n", p.ImportPath, p.guestDir(), p.guestBin(), p.Run)
 	}
 	c.File("vmtest/plan", 0o644, []byte(plan.String()))
 	c.File("vmtest/args", 0o644, []byte(strings.Join(s.args, "\n")+"\n"))

@@ -2,11 +2,11 @@ package vmtest
 
 import (
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Programs are host programs some tests talk to, copied into the guest
@@ -16,12 +16,13 @@ import (
 // real DHCP server the dhcp plugin's tests lease addresses from.
 var Programs = []string{"dnsmasq"}
 
-// libDirs are where the libraries of a Debian amd64 program are looked
-// for; the guest gets them under /lib/x86_64-linux-gnu, which the loader
-// searches by default.
-var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
-
-const guestLibDir = "/lib/x86_64-linux-gnu"
+// libDirs are where the libraries of a Debian program are looked for,
+// under the sysroot its packages are in (the host's / for the host's
+// architecture); the guest gets them under /lib/<triplet>, which the
+// loader searches by default.
+func libDirs(triplet string) []string {
+	return []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+}
 
 // FindProgram looks a program up like the tests do: PATH, then the sbin
 // directories a non-login PATH may lack.
@@ -38,10 +39,69 @@ func FindProgram(name string) (string, bool) {
 	return "", false
 }
 
-// programFiles returns host path → guest path for a program, its
-// interpreter and every library it needs, transitively.
-func programFiles(prog string) (map[string]string, error) {
-	files := map[string]string{prog: prog}
+// findProgramIn looks a program up in a sysroot: as the tests would on
+// the host (FindProgram) when it is "/", else in its bin and sbin
+// directories. The path returned is the host's.
+func findProgramIn(sysroot, name string) (string, bool) {
+	if sysroot == "/" {
+		return FindProgram(name)
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p, err := inRoot(sysroot, filepath.Join(d, name))
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// inRoot resolves a path as a process chrooted to root would see it:
+// symlinks, absolute ones included, stay inside root. It returns the
+// host's path of the file.
+func inRoot(root, p string) (string, error) {
+	if root == "/" {
+		return p, nil
+	}
+	parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
+	cur := "/"
+	for links := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		next := filepath.Join(cur, part)
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			cur = next // not a link (or missing: Stat by the caller says so)
+			continue
+		}
+		if links++; links > 40 {
+			return "", fmt.Errorf("%s: too many symbolic links under %s", p, root)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		parts = append(strings.Split(strings.Trim(filepath.Clean(target), "/"), "/"), parts...)
+		cur = "/"
+	}
+	return filepath.Join(root, cur), nil
+}
+
+// programFiles returns host path → guest path for a program found in
+// sysroot (at its path there), its interpreter and every library it
+// needs, transitively; the libraries go where the guest's loader looks,
+// /lib/<triplet>.
+func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
+	guestProg := prog
+	if sysroot != "/" {
+		rel, err := filepath.Rel(sysroot, prog)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("%s is outside %s", prog, sysroot)
+		}
+		guestProg = "/" + rel
+	}
+	files := map[string]string{prog: guestProg}
 	seen := map[string]bool{}
 	var visit func(file string) error
 	visit = func(file string) error {
@@ -57,7 +117,11 @@ func programFiles(prog string) (map[string]string, error) {
 					return err
 				}
 				interp := string(data[:len(data)-1]) // NUL-terminated
-				files[interp] = interp
+				host, err := inRoot(sysroot, interp)
+				if err != nil {
+					return err
+				}
+				files[host] = interp
 			}
 		}
 		libs, err := f.ImportedLibraries()
@@ -69,11 +133,11 @@ func programFiles(prog string) (map[string]string, error) {
 				continue
 			}
 			seen[lib] = true
-			path, err := findLib(lib)
+			path, err := findLib(sysroot, triplet, lib)
 			if err != nil {
 				return fmt.Errorf("%s needs %s: %w", file, lib, err)
 			}
-			files[path] = filepath.Join(guestLibDir, lib)
+			files[path] = "/lib/" + triplet + "/" + lib
 			if err := visit(path); err != nil {
 				return err
 			}
@@ -86,12 +150,15 @@ func programFiles(prog string) (map[string]string, error) {
 	return files, nil
 }
 
-func findLib(name string) (string, error) {
-	for _, d := range libDirs {
-		p := filepath.Join(d, name)
+func findLib(sysroot, triplet, name string) (string, error) {
+	for _, d := range libDirs(triplet) {
+		p, err := inRoot(sysroot, filepath.Join(d, name))
+		if err != nil {
+			continue
+		}
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	return "", errors.New("not found in " + fmt.Sprint(libDirs))
+	return "", fmt.Errorf("not found in %v under %s", libDirs(triplet), sysroot)
 }

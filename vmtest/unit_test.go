@@ -272,7 +272,7 @@ func TestProgramFiles(t *testing.T) {
 	if err != nil {
 		t.Skip("no /bin/sh")
 	}
-	files, err := programFiles(prog)
+	files, err := programFiles("/", "x86_64-linux-gnu", prog)
 	if err != nil {
 		t.Skipf("/bin/sh: %v", err)
 	}

@@ -1,0 +1,246 @@
+package vmtest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// fakeArm64Image is an arm64 Image as far as vmtest looks: the boot
+// header's magic and the banner, preceded by the banner's format string
+// as the real image has it.
+func fakeArm64Image(version string) []byte {
+	img := make([]byte, 4096)
+	copy(img[0x38:], "ARM\x64")
+	copy(img[0x400:], "Linux version %s (%s) %s\x00")
+	copy(img[0x800:], "Linux version "+version+" (debian-kernel@lists.debian.org) (gcc-12) #1 SMP Debian\x00")
+	return img
+}
+
+func TestKernelInfo(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(fakeArm64Image("6.12.38+deb12-arm64"))
+	zw.Close()
+	bz := make([]byte, 0x400)
+	copy(bz[0x202:], "HdrS")
+	bz[0x20E] = 0x00
+	bz[0x20F] = 0x01
+	copy(bz[0x300:], "6.1.0-28-amd64 (debian-kernel@lists.debian.org) #1 SMP\x00")
+	for _, tt := range []struct {
+		name          string
+		image         []byte
+		arch, version string
+	}{
+		{"bzImage", bz, "amd64", "6.1.0-28-amd64"},
+		{"arm64 Image", fakeArm64Image("6.1.0-28-arm64"), "arm64", "6.1.0-28-arm64"},
+		{"gzip arm64 Image", gz.Bytes(), "arm64", "6.12.38+deb12-arm64"},
+		{"neither", make([]byte, 4096), "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			arch, version, err := kernelInfo(tt.image)
+			if tt.arch == "" {
+				if err == nil {
+					t.Errorf("got %s %s, want an error", arch, version)
+				}
+				return
+			}
+			if err != nil || arch != tt.arch || version != tt.version {
+				t.Errorf("got %q %q %v, want %q %q", arch, version, err, tt.arch, tt.version)
+			}
+		})
+	}
+}
+
+func TestSeries(t *testing.T) {
+	for _, tt := range []struct {
+		version, series string
+		want            bool
+	}{
+		{"6.1.0-28-amd64", "6.1", true},
+		{"6.12.38+deb12-amd64", "6.1", false},
+		{"6.12.38+deb12-amd64", "6.12", true},
+		{"6.12-rc1", "6.12", true},
+		{"5.10.0-30-arm64", "6.1", false},
+	} {
+		if got := seriesMatch(tt.version, tt.series); got != tt.want {
+			t.Errorf("seriesMatch(%q, %q) = %v", tt.version, tt.series, got)
+		}
+	}
+	for s, want := range map[string]bool{"6.1": true, "6.12": true, "6": false, "/boot/vmlinuz-6.1": false, "6.1.0": false, "x.y": false} {
+		if isSeries(s) != want {
+			t.Errorf("isSeries(%q) = %v", s, !want)
+		}
+	}
+}
+
+// TestFindKernelInCache: a foreign architecture's kernels come from the
+// cache; a series picks the newest of it, no series the default recorded
+// there, and a kernel without modules.dep does not count.
+func TestFindKernelInCache(t *testing.T) {
+	if runtime.GOARCH == "arm64" {
+		t.Skip("arm64 is the host's architecture here: its kernels are looked for in / too")
+	}
+	cache := t.TempDir()
+	t.Setenv(EnvCache, cache)
+	a := guestArches["arm64"]
+	root := filepath.Join(cache, "arm64", "root")
+	for _, v := range []string{"6.1.0-9-arm64", "6.1.0-10-arm64", "6.12.38+deb12-arm64", "6.12.40+deb12-arm64"} {
+		write(t, filepath.Join(root, "boot", "vmlinuz-"+v), fakeArm64Image(v))
+		if v != "6.12.40+deb12-arm64" { // no depmod run: not usable
+			write(t, filepath.Join(root, "lib/modules", v, "modules.dep"), nil)
+		}
+	}
+	if _, err := findKernel(a, ""); err == nil || !strings.Contains(err.Error(), "test-deps vmtest ARCH=arm64") {
+		t.Errorf("no default recorded: %v", err)
+	}
+	write(t, filepath.Join(cache, "arm64", "default"), []byte("6.1.0-9-arm64\n"))
+	for series, want := range map[string]string{"": "6.1.0-9-arm64", "6.1": "6.1.0-10-arm64", "6.12": "6.12.38+deb12-arm64"} {
+		k, err := findKernel(a, series)
+		if err != nil || k.version != want || k.path != filepath.Join(root, "boot", "vmlinuz-"+want) ||
+			k.modules != filepath.Join(root, "lib/modules", want) {
+			t.Errorf("series %q: got %+v, %v; want %s", series, k, err, want)
+		}
+	}
+	if _, err := findKernel(a, "6.6"); err == nil || !strings.Contains(err.Error(), "KERNEL=6.6") {
+		t.Errorf("series 6.6: %v", err)
+	}
+}
+
+func write(t *testing.T, name string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModulesFor(t *testing.T) {
+	for image, want := range map[string]string{
+		"/boot/vmlinuz-6.1.0-9-amd64":        "/lib/modules/6.1.0-9-amd64",
+		"/var/cache/x/root/boot/vmlinuz-6.1": "/var/cache/x/root/lib/modules/6.1.0-9-amd64",
+		"/home/me/bzImage":                   "/lib/modules/6.1.0-9-amd64",
+	} {
+		if got := modulesFor(image, "6.1.0-9-amd64"); got != want {
+			t.Errorf("modulesFor(%q) = %q, want %q", image, got, want)
+		}
+	}
+}
+
+// TestInRoot: symbolic links, absolute ones too, resolve inside the root,
+// as Debian's loader link /lib/ld-linux-aarch64.so.1 needs.
+func TestInRoot(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"), []byte("ld"))
+	write(t, filepath.Join(root, "usr/lib/aarch64-linux-gnu/libx.so.1.2"), []byte("x"))
+	for link, target := range map[string]string{
+		"lib/ld-linux-aarch64.so.1":           "aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"lib64":                               "/lib",
+		"usr/lib/aarch64-linux-gnu/libx.so.1": "/usr/lib/aarch64-linux-gnu/libx.so.1.2",
+		"loop":                                "/loop",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string]string{
+		"/lib/ld-linux-aarch64.so.1":          "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/lib64/ld-linux-aarch64.so.1":        "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/usr/lib/aarch64-linux-gnu/libx.so.1": "usr/lib/aarch64-linux-gnu/libx.so.1.2",
+		"/lib64/../usr/lib/../../etc/passwd":  "etc/passwd",
+	} {
+		got, err := inRoot(root, p)
+		if err != nil || got != filepath.Join(root, want) {
+			t.Errorf("inRoot(%q) = %q, %v; want %s", p, got, err, want)
+		}
+	}
+	if _, err := inRoot(root, "/loop/x"); err == nil {
+		t.Error("a link loop resolved")
+	}
+}
+
+func TestApplySubset(t *testing.T) {
+	Subsets["test"] = []SubsetPkg{{"./plugins/b", "^TestB$"}, {"./plugins/a", ""}}
+	defer delete(Subsets, "test")
+	pkgs := []testPkg{{ImportPath: "m/plugins/a", Rel: "plugins/a"}, {ImportPath: "m/plugins/b", Rel: "plugins/b"}}
+	got, err := applySubset("test", pkgs)
+	if err != nil || len(got) != 2 || got[0].Rel != "plugins/b" || got[0].Run != "^TestB$" || got[1].Run != "" {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	Subsets["test"] = []SubsetPkg{{"./plugins/c", "^TestC$"}}
+	if _, err := applySubset("test", pkgs); err == nil {
+		t.Error("a package without tests accepted")
+	}
+	Subsets["test"] = []SubsetPkg{{"./plugins/a", "^TestA$|^Test B$"}}
+	if _, err := applySubset("test", pkgs); err == nil {
+		t.Error("white space in a run pattern accepted")
+	}
+}
+
+// TestProgramFilesSysroot: a program in a tree of unpacked packages (the
+// cache of another architecture) comes with its loader and libraries from
+// that tree, not the host's, under the guest paths the loader expects.
+// The tree is made of the host's /bin/sh and its libraries, the loader
+// behind an absolute link as in Debian.
+func TestProgramFilesSysroot(t *testing.T) {
+	prog, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Skip("no /bin/sh")
+	}
+	a, err := lookupArch("")
+	if err != nil {
+		t.Skip(err)
+	}
+	host, err := programFiles("/", a.triplet, prog)
+	if err != nil || len(host) < 2 {
+		t.Skipf("/bin/sh: %v %v", host, err)
+	}
+	root := t.TempDir()
+	want := map[string]string{}
+	for h, guest := range host {
+		data, err := os.ReadFile(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case h == prog:
+			write(t, filepath.Join(root, "usr/bin/sh"), data)
+			want[filepath.Join(root, "usr/bin/sh")] = "/usr/bin/sh"
+		case strings.HasPrefix(filepath.Base(guest), "ld-linux"):
+			loader := filepath.Join("/lib", a.triplet, "loader.so")
+			write(t, filepath.Join(root, loader), data)
+			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(guest)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(loader, filepath.Join(root, guest)); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+			want[filepath.Join(root, loader)] = guest
+		default:
+			write(t, filepath.Join(root, "usr/lib", a.triplet, filepath.Base(guest)), data)
+			want[filepath.Join(root, "usr/lib", a.triplet, filepath.Base(guest))] = guest
+		}
+	}
+	p, ok := findProgramIn(root, "sh")
+	if !ok {
+		t.Fatal("sh not found in the tree")
+	}
+	got, err := programFiles(root, a.triplet, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+	for h, g := range want {
+		if got[h] != g {
+			t.Errorf("%s: guest path %q, want %q (all: %v)", h, got[h], g, got)
+		}
+	}
+}
