@@ -150,10 +150,10 @@ func TestInRoot(t *testing.T) {
 		}
 	}
 	for p, want := range map[string]string{
-		"/lib/ld-linux-aarch64.so.1":          "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
-		"/lib64/ld-linux-aarch64.so.1":        "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/lib/ld-linux-aarch64.so.1":           "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/lib64/ld-linux-aarch64.so.1":         "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
 		"/usr/lib/aarch64-linux-gnu/libx.so.1": "usr/lib/aarch64-linux-gnu/libx.so.1.2",
-		"/lib64/../usr/lib/../../etc/passwd":  "etc/passwd",
+		"/lib64/../usr/lib/../../etc/passwd":   "etc/passwd",
 	} {
 		got, err := inRoot(root, p)
 		if err != nil || got != filepath.Join(root, want) {
