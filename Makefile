@@ -12,7 +12,9 @@
 #   make cross     build for linux/arm64 too
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
-#                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m
+#                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m;
+#                  KERNEL=6.12 boots another Debian kernel series, ARCH=arm64 an emulated arm64
+#                  guest, SUBSET=smoke the subset CI runs there
 
 GO       ?= go
 PREFIX   ?= /opt/cni/bin
@@ -88,9 +90,12 @@ bench:
 demo: build
 	$(GO) run ./demo -bin bin
 
-# The privileged suite inside a VM (qemu, Debian's linux-image-amd64 kernel,
+# The privileged suite inside a VM (qemu, Debian's linux-image-<arch> kernel,
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
+# KERNEL (a Debian series: 6.1, 6.12) and ARCH (amd64, arm64) choose the
+# guest; test-deps unpacks what the host does not have into its cache.
 .PHONY: vmtest
 vmtest:
-	@./scripts/test-deps vmtest
-	$(GO) run ./vmtest/cmd/vmtest $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+	@./scripts/test-deps vmtest $(if $(ARCH),ARCH=$(ARCH)) $(if $(KERNEL),KERNEL=$(KERNEL))
+	$(GO) run ./vmtest/cmd/vmtest $(if $(ARCH),-arch $(ARCH)) $(if $(KERNEL),-kernel '$(KERNEL)') \
+		$(if $(SUBSET),-subset $(SUBSET)) $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
