@@ -131,9 +131,12 @@ type console struct {
 	done     bool
 	doneRC   int
 	lastSeen []string // last lines, for a message when the guest dies
-	// The test whose output the last "=== RUN/CONT/NAME" line announced
-	// and its last log line: a skip's reason.
-	logTest, lastLog string
+	// The test whose output the last "=== RUN/CONT/NAME" line announced,
+	// and each running test's last log line: a skip's reason. Parallel
+	// tests interleave: a test's log and its "--- SKIP" line may have
+	// another test's "=== CONT" between them.
+	logTest string
+	lastLog map[string]string
 }
 
 func (c *console) line(l string) {
@@ -160,21 +163,29 @@ func (c *console) output(l string) {
 	}
 	if p := c.current; p != nil {
 		t := strings.TrimSpace(l)
+		if c.lastLog == nil {
+			c.lastLog = map[string]string{}
+		}
 		switch {
 		case strings.HasPrefix(t, "=== "): // RUN, CONT, NAME: whose output follows
-			c.logTest, c.lastLog = testName(t), ""
+			c.logTest = testName(t)
 		case strings.HasPrefix(l, "    ") && !strings.HasPrefix(t, "--- "):
-			c.lastLog = t
+			if c.logTest != "" {
+				c.lastLog[c.logTest] = t
+			}
 		case strings.HasPrefix(t, "--- SKIP: "):
 			s := testName(t)
-			if s == c.logTest && c.lastLog != "" {
-				s += " (" + c.lastLog + ")"
+			if why := c.lastLog[s]; why != "" {
+				s += " (" + why + ")"
 			}
+			delete(c.lastLog, testName(t))
 			p.Skipped = append(p.Skipped, s)
 		case strings.HasPrefix(t, "--- FAIL: "):
 			p.Failed = append(p.Failed, testName(t))
+			delete(c.lastLog, testName(t))
 		case strings.HasPrefix(t, "--- PASS: "):
 			p.Passed = append(p.Passed, testName(t))
+			delete(c.lastLog, testName(t))
 		}
 	}
 	c.out(l)

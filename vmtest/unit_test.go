@@ -155,6 +155,13 @@ func TestConsole(t *testing.T) {
 		"=== RUN   TestB",
 		"    b_test.go:9: kernel has no foo",
 		"--- SKIP: TestB (0.00s)",
+		// Parallel tests: the skip's reason, then another test's CONT.
+		"=== CONT  TestD",
+		"    d_test.go:3: this kernel has d",
+		"=== CONT  TestE",
+		"    e_test.go:7: a log of E",
+		"--- SKIP: TestD (0.10s)",
+		"--- PASS: TestE (0.00s)",
 		"@@vmtest:modrequest rtnl-link-foo",
 		"PASS",
 		"@@vmtest:end example.com/a 0 3.00",
@@ -170,7 +177,8 @@ func TestConsole(t *testing.T) {
 		c.line(l)
 	}
 	want := []PackageResult{
-		{ImportPath: "example.com/a", Passed: []string{"TestA"}, Skipped: []string{"TestB (b_test.go:9: kernel has no foo)"}},
+		{ImportPath: "example.com/a", Passed: []string{"TestA", "TestE"},
+			Skipped: []string{"TestB (b_test.go:9: kernel has no foo)", "TestD (d_test.go:3: this kernel has d)"}},
 		{ImportPath: "example.com/b", Exit: 1, Failed: []string{"TestC/sub", "TestC"}},
 	}
 	for i := range res.Packages {
