@@ -119,6 +119,8 @@ func TestResolveModules(t *testing.T) {
 			{"kernel/lib/libcrc32c.ko", false}}},
 		{names: []string{"ipv6", "ipvlan"}, want: []modEntry{{"kernel/drivers/net/ipvlan/ipvlan.ko.xz", false}}},
 		{names: []string{"vrf"}, err: `kernel module "vrf" is neither in`},
+		// Built into nf_tables by newer kernels.
+		{names: []string{"nft_objref"}, want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.names, ","), func(t *testing.T) {

@@ -297,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, buildErr
 	}
 	if kernNo != "" {
-		fmt.Fprintf(cfg.Out, "vmtest: booting the bzImage itself (slower): %s\n", kernNo)
+		fmt.Fprintf(cfg.Out, "vmtest: booting the bzImage itself: %s\n", kernNo)
 	}
 
 	modDir := cfg.Modules
