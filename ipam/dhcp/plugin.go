@@ -13,11 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/rpc"
 	"path/filepath"
 	"slices"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam/dhcp/internal/gobrpc"
 )
 
 // Plugin is the dhcp IPAM plugin. Started as "dhcp daemon", the same
@@ -76,7 +76,7 @@ func argsOf(a *cni.CmdArgs) (*Args, error) {
 }
 
 // connect reads the socket path and dials the daemon.
-func connect(ctx context.Context, a *cni.CmdArgs) (*rpc.Client, *Args, error) {
+func connect(ctx context.Context, a *cni.CmdArgs) (*gobrpc.Client, *Args, error) {
 	path, err := socketPath(a.StdinData)
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +99,7 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "error dialing DHCP daemon: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func call(ctx context.Context, c *rpc.Client, method string, args, reply any) error {
+func call(ctx context.Context, c *gobrpc.Client, method string, args, reply any) error {
 	if err := Call(ctx, c, method, args, reply); err != nil {
 		return fmt.Errorf("error calling %s: %w", method, err)
 	}

@@ -15,16 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
-	"net/http"
-	"net/rpc"
 	"sync"
 	"time"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam/dhcp"
+	"github.com/nftcni/nftcni/ipam/dhcp/internal/gobrpc"
 )
 
 // Config is the daemon's configuration (its command line, main.go).
@@ -63,7 +61,7 @@ const handshakeTimeout = 10 * time.Second
 type Daemon struct {
 	cfg    Config
 	store  *store
-	rpc    *rpc.Server
+	rpc    *gobrpc.Server
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // lease loops and connections
@@ -98,16 +96,18 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:       cfg,
 		store:     st,
-		rpc:       rpc.NewServer(),
+		rpc:       gobrpc.NewServer(),
 		leases:    map[string]*lease{},
 		busy:      map[string]chan struct{}{},
 		listeners: map[net.Listener]bool{},
 		conns:     map[net.Conn]bool{},
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if err := d.rpc.RegisterName(dhcp.Service, &service{d}); err != nil {
-		return nil, err
-	}
+	svc := &service{d}
+	gobrpc.Handle(d.rpc, dhcp.Service, "Allocate", svc.Allocate)
+	gobrpc.Handle(d.rpc, dhcp.Service, "Release", svc.Release)
+	gobrpc.Handle(d.rpc, dhcp.Service, "Check", svc.Check)
+	gobrpc.Handle(d.rpc, dhcp.Service, "GC", svc.GC)
 	for _, r := range st.load(cfg.Logf) {
 		cur, err := leaseFromRecord(r)
 		if err != nil {
@@ -185,9 +185,6 @@ func (d *Daemon) Serve(l net.Listener) error {
 	}
 }
 
-// connected is net/rpc's answer to CONNECT.
-const connected = "200 Connected to Go RPC"
-
 // serveConn does what net/rpc's HTTP handler does — answer
 // "CONNECT /_goRPC_", then speak gob — without an http.Server, so that
 // Close can end every connection.
@@ -195,32 +192,12 @@ func (d *Daemon) serveConn(c net.Conn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReader(c)
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		return
-	}
-	switch {
-	case req.Method != http.MethodConnect:
-		io.WriteString(c, "HTTP/1.0 405 Method Not Allowed\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n405 must CONNECT\n")
-		return
-	case req.URL == nil || req.URL.Path != rpc.DefaultRPCPath:
-		io.WriteString(c, "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n404 page not found\n")
-		return
-	}
-	if _, err := io.WriteString(c, "HTTP/1.0 "+connected+"\n\n"); err != nil {
+	if err := gobrpc.ServerHandshake(br, c); err != nil {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	d.rpc.ServeConn(&bufConn{Conn: c, r: br})
+	d.rpc.ServeConn(c, br)
 }
-
-// bufConn reads through the reader that parsed the handshake.
-type bufConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // Close stops serving, ends every connection and every lease's
 // maintenance, and waits for all of it. Leases are not released: they stay
