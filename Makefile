@@ -10,6 +10,8 @@
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
 #   make cross     build for linux/arm64 too
+#   make size      the stripped binary's size for amd64 and arm64; fails above SIZE_LIMIT
+#                  (10100000 bytes: what edge nodes were promised)
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
 #                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m;
@@ -28,7 +30,11 @@ PKGS     ?= ./...
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo
+# The stripped binary's ceiling in bytes, per architecture: small nodes
+# carry it (README, "Size").
+SIZE_LIMIT ?= 10100000
+
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo
 
 all: build
 
@@ -72,6 +78,16 @@ fuzz:
 	    else cat $$out; exit 1; fi; \
 	  done; \
 	done
+
+size:
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; fail=; \
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(GOFLAGS_BUILD) -o $$dir/nftcni-$$arch ./cmd/nftcni; \
+	  n=$$(wc -c <$$dir/nftcni-$$arch); \
+	  echo "nftcni linux/$$arch: $$n bytes (limit $(SIZE_LIMIT))"; \
+	  [ $$n -le $(SIZE_LIMIT) ] || fail="$$fail $$arch"; \
+	done; \
+	[ -z "$$fail" ] || { echo "size: over SIZE_LIMIT for$$fail"; exit 1; }
 
 fuzz-ci:
 	$(MAKE) fuzz FUZZTIME=10s
