@@ -185,9 +185,10 @@ func TestApplySubset(t *testing.T) {
 
 // TestProgramFilesSysroot: a program in a tree of unpacked packages (the
 // cache of another architecture) comes with its loader and libraries from
-// that tree, not the host's, under the guest paths the loader expects.
-// The tree is made of the host's /bin/sh and its libraries, the loader
-// behind an absolute link as in Debian.
+// that tree, not the host's, under the guest paths the loader expects. The
+// tree is made of the host's /bin/sh and its libraries laid out as Debian
+// does: the interpreter's path a link to the loader among the libraries,
+// so one file is wanted at two guest paths.
 func TestProgramFilesSysroot(t *testing.T) {
 	prog, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
@@ -205,8 +206,9 @@ func TestProgramFilesSysroot(t *testing.T) {
 		t.Skipf("/bin/sh (%s) is statically linked: no loader or libraries to look for", prog)
 	}
 	root := t.TempDir()
+	libDir := filepath.Join("/lib", a.triplet)
 	want := map[string]string{}
-	for h, guest := range host {
+	for guest, h := range host {
 		data, err := os.ReadFile(h)
 		if err != nil {
 			t.Fatal(err)
@@ -214,20 +216,20 @@ func TestProgramFilesSysroot(t *testing.T) {
 		switch {
 		case h == prog:
 			write(t, filepath.Join(root, "usr/bin/sh"), data)
-			want[filepath.Join(root, "usr/bin/sh")] = "/usr/bin/sh"
-		case strings.HasPrefix(filepath.Base(guest), "ld-linux"):
-			loader := filepath.Join("/lib", a.triplet, "loader.so")
+			want["/usr/bin/sh"] = filepath.Join(root, "usr/bin/sh")
+		case filepath.Dir(guest) == libDir:
+			write(t, filepath.Join(root, guest), data)
+			want[guest] = filepath.Join(root, guest)
+		default: // the interpreter
+			loader := filepath.Join(libDir, filepath.Base(guest))
 			write(t, filepath.Join(root, loader), data)
 			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(guest)), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(loader, filepath.Join(root, guest)); err != nil && !os.IsExist(err) {
+			if err := os.Symlink(loader, filepath.Join(root, guest)); err != nil {
 				t.Fatal(err)
 			}
-			want[filepath.Join(root, loader)] = guest
-		default:
-			write(t, filepath.Join(root, "usr/lib", a.triplet, filepath.Base(guest)), data)
-			want[filepath.Join(root, "usr/lib", a.triplet, filepath.Base(guest))] = guest
+			want[guest] = filepath.Join(root, loader)
 		}
 	}
 	p, ok := findProgramIn(root, "sh")
@@ -241,9 +243,9 @@ func TestProgramFilesSysroot(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("files %v, want %v", got, want)
 	}
-	for h, g := range want {
-		if got[h] != g {
-			t.Errorf("%s: guest path %q, want %q (all: %v)", h, got[h], g, got)
+	for g, h := range want {
+		if got[g] != h {
+			t.Errorf("%s: from %q, want %q (all: %v)", g, got[g], h, got)
 		}
 	}
 }

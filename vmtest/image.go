@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nftcni/nftcni/vmtest/internal/xz"
@@ -94,8 +96,8 @@ func writeInitramfs(file string, s imageSpec) error {
 		if err != nil {
 			return fmt.Errorf("program %s: %w", name, err)
 		}
-		for host, guest := range files {
-			c.CopyFile(guest, host)
+		for _, guest := range slices.Sorted(maps.Keys(files)) {
+			c.CopyFile(guest, files[guest])
 		}
 	}
 

@@ -88,10 +88,12 @@ func inRoot(root, p string) (string, error) {
 	return filepath.Join(root, cur), nil
 }
 
-// programFiles returns host path → guest path for a program found in
+// programFiles returns guest path → host path for a program found in
 // sysroot (at its path there), its interpreter and every library it
 // needs, transitively; the libraries go where the guest's loader looks,
-// /lib/<triplet>.
+// /lib/<triplet>. One host file may be wanted at two guest paths: Debian's
+// /lib/ld-linux-aarch64.so.1 (the interpreter) is a link to
+// /lib/aarch64-linux-gnu/ld-linux-aarch64.so.1 (libc's DT_NEEDED).
 func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
 	guestProg := prog
 	if sysroot != "/" {
@@ -101,7 +103,7 @@ func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
 		}
 		guestProg = "/" + rel
 	}
-	files := map[string]string{prog: guestProg}
+	files := map[string]string{guestProg: prog}
 	seen := map[string]bool{}
 	var visit func(file string) error
 	visit = func(file string) error {
@@ -121,7 +123,7 @@ func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
 				if err != nil {
 					return err
 				}
-				files[host] = interp
+				files[interp] = host
 			}
 		}
 		libs, err := f.ImportedLibraries()
@@ -137,7 +139,7 @@ func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
 			if err != nil {
 				return fmt.Errorf("%s needs %s: %w", file, lib, err)
 			}
-			files[path] = "/lib/" + triplet + "/" + lib
+			files["/lib/"+triplet+"/"+lib] = path
 			if err := visit(path); err != nil {
 				return err
 			}

@@ -287,7 +287,7 @@ func TestProgramFiles(t *testing.T) {
 		t.Skipf("/bin/sh: %v", err)
 	}
 	var haveLibc, haveInterp bool
-	for host, guest := range files {
+	for guest, host := range files {
 		if filepath.Base(guest) == "libc.so.6" {
 			haveLibc = guest == "/lib/x86_64-linux-gnu/libc.so.6"
 		}
