@@ -26,11 +26,7 @@ func TestKernelInfo(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(fakeArm64Image("6.12.38+deb12-arm64"))
 	zw.Close()
-	bz := make([]byte, 0x400)
-	copy(bz[0x202:], "HdrS")
-	bz[0x20E] = 0x00
-	bz[0x20F] = 0x01
-	copy(bz[0x300:], "6.1.0-28-amd64 (debian-kernel@lists.debian.org) #1 SMP\x00")
+	bz := fakeBzImage("6.1.0-28-amd64")
 	for _, tt := range []struct {
 		name          string
 		image         []byte
@@ -78,28 +74,40 @@ func TestSeries(t *testing.T) {
 	}
 }
 
-// TestFindKernelInCache: a foreign architecture's kernels come from the
+// fakeBzImage is an x86 bzImage as far as vmtest looks: the setup
+// header with the version.
+func fakeBzImage(version string) []byte {
+	img := make([]byte, 0x400)
+	copy(img[0x202:], "HdrS")
+	img[0x20E], img[0x20F] = 0x00, 0x01 // kernel_version at 0x300
+	copy(img[0x300:], version+" (debian-kernel@lists.debian.org) #1 SMP\x00")
+	return img
+}
+
+// TestFindKernelInCache: another architecture's kernels come from the
 // cache; a series picks the newest of it, no series the default recorded
 // there, and a kernel without modules.dep does not count.
 func TestFindKernelInCache(t *testing.T) {
+	foreign, image := "arm64", fakeArm64Image
 	if runtime.GOARCH == "arm64" {
-		t.Skip("arm64 is the host's architecture here: its kernels are looked for in / too")
+		foreign, image = "amd64", fakeBzImage
 	}
 	cache := t.TempDir()
 	t.Setenv(EnvCache, cache)
-	a := guestArches["arm64"]
-	root := filepath.Join(cache, "arm64", "root")
-	for _, v := range []string{"6.1.0-9-arm64", "6.1.0-10-arm64", "6.12.38+deb12-arm64", "6.12.40+deb12-arm64"} {
-		write(t, filepath.Join(root, "boot", "vmlinuz-"+v), fakeArm64Image(v))
-		if v != "6.12.40+deb12-arm64" { // no depmod run: not usable
-			write(t, filepath.Join(root, "lib/modules", v, "modules.dep"), nil)
+	a := guestArches[foreign]
+	root := filepath.Join(cache, foreign, "root")
+	v := func(s string) string { return s + "-" + foreign }
+	for _, ver := range []string{v("6.1.0-9"), v("6.1.0-10"), v("6.12.38+deb12"), v("6.12.40+deb12")} {
+		write(t, filepath.Join(root, "boot", "vmlinuz-"+ver), image(ver))
+		if ver != v("6.12.40+deb12") { // no depmod run: not usable
+			write(t, filepath.Join(root, "lib/modules", ver, "modules.dep"), nil)
 		}
 	}
-	if _, err := findKernel(a, ""); err == nil || !strings.Contains(err.Error(), "test-deps vmtest ARCH=arm64") {
+	if _, err := findKernel(a, ""); err == nil || !strings.Contains(err.Error(), "test-deps vmtest ARCH="+foreign) {
 		t.Errorf("no default recorded: %v", err)
 	}
-	write(t, filepath.Join(cache, "arm64", "default"), []byte("6.1.0-9-arm64\n"))
-	for series, want := range map[string]string{"": "6.1.0-9-arm64", "6.1": "6.1.0-10-arm64", "6.12": "6.12.38+deb12-arm64"} {
+	write(t, filepath.Join(cache, foreign, "default"), []byte(v("6.1.0-9")+"\n"))
+	for series, want := range map[string]string{"": v("6.1.0-9"), "6.1": v("6.1.0-10"), "6.12": v("6.12.38+deb12")} {
 		k, err := findKernel(a, series)
 		if err != nil || k.version != want || k.path != filepath.Join(root, "boot", "vmlinuz-"+want) ||
 			k.modules != filepath.Join(root, "lib/modules", want) {
