@@ -174,18 +174,18 @@ func TestInRoot(t *testing.T) {
 }
 
 func TestApplySubset(t *testing.T) {
-	Subsets["test"] = []SubsetPkg{{"./plugins/b", "^TestB$"}, {"./plugins/a", ""}}
+	Subsets["test"] = []SubsetPkg{{"./plugins/b", []string{"TestB", "TestC"}}, {"./plugins/a", nil}}
 	defer delete(Subsets, "test")
 	pkgs := []testPkg{{ImportPath: "m/plugins/a", Rel: "plugins/a"}, {ImportPath: "m/plugins/b", Rel: "plugins/b"}}
 	got, err := applySubset("test", pkgs)
-	if err != nil || len(got) != 2 || got[0].Rel != "plugins/b" || got[0].Run != "^TestB$" || got[1].Run != "" {
+	if err != nil || len(got) != 2 || got[0].Rel != "plugins/b" || got[0].Run != "^(TestB|TestC)$" || got[1].Run != "" {
 		t.Errorf("got %+v, %v", got, err)
 	}
-	Subsets["test"] = []SubsetPkg{{"./plugins/c", "^TestC$"}}
+	Subsets["test"] = []SubsetPkg{{"./plugins/c", []string{"TestC"}}}
 	if _, err := applySubset("test", pkgs); err == nil {
 		t.Error("a package without tests accepted")
 	}
-	Subsets["test"] = []SubsetPkg{{"./plugins/a", "^TestA$|^Test B$"}}
+	Subsets["test"] = []SubsetPkg{{"./plugins/a", []string{"Test A"}}}
 	if _, err := applySubset("test", pkgs); err == nil {
 		t.Error("white space in a run pattern accepted")
 	}
