@@ -38,7 +38,9 @@ func lifecycle(pkg string, traffic ...string) SubsetPkg {
 // their traffic test with their CHECK and DEL tests, and a few tests where
 // the architecture could matter (ioctls and struct layouts: tap's
 // TUNSETIFF and owner, the qdiscs bandwidth reads back, hostdevice moving
-// a device, the dhcp daemon's binary end to end) come along.
+// a device, the dhcp daemon's binary end to end) come along, as do the
+// layers below the plugins whole (netlink and nftables messages, tc
+// structures, namespaces), quick and where a layout would show first.
 // TestSubsetCoversEveryPlugin keeps it complete.
 var Subsets = map[string][]SubsetPkg{
 	"smoke": {
@@ -53,6 +55,13 @@ var Subsets = map[string][]SubsetPkg{
 		lifecycle("./plugins/tap", "TestTapAsConfigured", "TestPacketsLeaveTheTap"),
 		lifecycle("./plugins/vlan", "TestTraffic"),
 		lifecycle("./plugins/vrf", "TestIsolation"),
+		{Pkg: "./netns"},
+		{Pkg: "./netlinkx"},
+		{Pkg: "./netlinkx/qdisc"},
+		{Pkg: "./nft"},
+		{Pkg: "./nft/firewall"},
+		{Pkg: "./nft/masq"},
+		{Pkg: "./nft/portmap"},
 	},
 }
 
