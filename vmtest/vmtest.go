@@ -1,5 +1,6 @@
 // Package vmtest runs the privileged tests inside a throwaway VM: qemu
-// boots Debian's stock kernel (package linux-image-amd64) with an
+// boots a Debian stock kernel (linux-image-amd64 by default; another
+// series, or an arm64 guest, from packages unpacked into a cache) with an
 // initramfs built on the fly from busybox, the compiled test binaries,
 // the nftcni binary with its plugin links and the kernel modules the
 // tests need. The guest has no ip, iptables, nft or tc, which also proves
@@ -9,7 +10,7 @@
 // development machine has no 802.1Q, ipvlan, vrf or dummy): such tests
 // skip on the host and run here, where NFTCNI_REQUIRE_PRIV=1 and
 // NFTCNI_REQUIRE_KIND_ALL=1 turn every "kernel cannot" skip into a
-// failure.
+// failure; and because nodes run other kernels and arm64.
 //
 // `make vmtest` (see cmd/vmtest) runs the whole privileged suite;
 // [Require] runs one test in the VM from an ordinary `go test`. See
