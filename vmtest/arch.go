@@ -118,8 +118,8 @@ func (a *guestArch) sysroot() string {
 	return a.root()
 }
 
-// checkELF fails unless path is a statically linked executable for the
-// architecture: the guest has no dynamic loader or libc of its own.
+// checkStatic fails unless path is a statically linked executable for
+// the architecture: the guest has no dynamic loader or libc of its own.
 func (a *guestArch) checkStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {

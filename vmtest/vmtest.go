@@ -394,13 +394,11 @@ func (c *Config) resolve() error {
 		c.Busybox = c.arch.defaultBusybox()
 	}
 	if err := c.arch.checkStatic(c.Busybox); err != nil {
-		pkg := "busybox-static"
+		hint := "apt-get install busybox-static"
 		if !c.arch.native() {
-			pkg = "scripts/test-deps vmtest ARCH=" + c.arch.goarch + " unpacks busybox-static:" + c.arch.goarch
-		} else {
-			pkg = "apt-get install " + pkg
+			hint = "scripts/test-deps vmtest ARCH=" + c.arch.goarch + " unpacks busybox-static:" + c.arch.goarch
 		}
-		return fmt.Errorf("busybox: %w (%s, or set %s)", err, pkg, EnvBusybox)
+		return fmt.Errorf("busybox: %w (%s, or set %s)", err, hint, EnvBusybox)
 	}
 	if c.Kernel == "" || isSeries(c.Kernel) {
 		k, err := findKernel(c.arch, c.Kernel)
