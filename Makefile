@@ -3,9 +3,16 @@
 #   make build     bin/nftcni plus one link per plugin in bin/
 #   make install   copy to $(PREFIX) (default /opt/cni/bin) and link the plugins;
 #                  FORCE=1 replaces plugin files of the same names (e.g. the reference plugins)
-#   make test      unit, privileged (as root) and conformance tests; PKGS=./ipam/dhcp/ narrows
-#                  it. It and vmtest first check their Debian packages (scripts/test-deps:
-#                  installed with apt-get when run as root and missing)
+#   make test      unit, privileged (as root), conformance and differential tests;
+#                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
+#                  packages (scripts/test-deps: installed with apt-get when run as root and
+#                  missing) and build the reference plugins (make reference)
+#   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION), all
+#                  18 Linux plugins, static and stripped), the differential suite's oracle and
+#                  the bench's baseline, built from the Go module proxy into REFDIR (default
+#                  .cache/reference/<version>); tests and comparisons only, never installed
+#                  (BASELINE_CNI_PATH=$(REFDIR) make bench). ARCH=arm64 on an amd64 host
+#                  builds them for that vmtest guest as well, into REFDIR/arm64
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
@@ -26,6 +33,21 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 PKGS     ?= ./...
+# The reference plugins the differential suite (differential/) compares
+# with: every plugin of containernetworking/plugins, built with
+# CGO_ENABLED=0 go install from the Go module proxy. The tests find them
+# through NFTCNI_REFERENCE_DIR, which test and vmtest set.
+REFERENCE_VERSION ?= v1.9.1
+REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
+# GUEST_REFDIR: the reference plugins for vmtest's guest (ARCH=, default
+# the host's architecture), which make vmtest ships to it.
+HOST_GOARCH := $(shell $(GO) env GOARCH)
+GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
+GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
+REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
+	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
+	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
 # staticcheck's version, run with `go run` so a fresh machine needs nothing
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -34,7 +56,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # carry it (README, "Size").
 SIZE_LIMIT ?= 10100000
 
-.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference
 
 all: build
 
@@ -45,9 +67,30 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test:
+test: reference
 	@./scripts/test-deps test
-	$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+
+# Run outside the module (cd /), so that go install builds the reference's
+# own module graph; stripped, as the vmtest guest carries them. Up to date,
+# it costs a second. A vmtest guest of another architecture (ARCH=arm64 on
+# an amd64 host) gets them built for it too, into REFDIR/<arch>
+# (GUEST_REFDIR): go install refuses GOBIN for a cross build and puts it in
+# GOPATH/bin/linux_<arch>, so a GOPATH of their own under REFDIR, copied
+# from.
+reference:
+	@mkdir -p $(REFDIR)
+	@echo "reference plugins $(REFERENCE_VERSION) in $(REFDIR)"
+	@cd / && CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
+ifneq ($(GUEST_REFDIR),$(REFDIR))
+	@mkdir -p $(GUEST_REFDIR)
+	@echo "reference plugins $(REFERENCE_VERSION) for $(GUEST_ARCH) in $(GUEST_REFDIR)"
+	@cd / && CGO_ENABLED=0 GOARCH=$(GUEST_ARCH) GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(abspath $(REFDIR))/.gopath \
+		GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
+	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
+endif
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -111,7 +154,8 @@ demo: build
 # KERNEL (a Debian series: 6.1, 6.12) and ARCH (amd64, arm64) choose the
 # guest; test-deps unpacks what the host does not have into its cache.
 .PHONY: vmtest
-vmtest:
+vmtest: reference
 	@./scripts/test-deps vmtest $(if $(ARCH),ARCH=$(ARCH)) $(if $(KERNEL),KERNEL=$(KERNEL))
 	$(GO) run ./vmtest/cmd/vmtest $(if $(ARCH),-arch $(ARCH)) $(if $(KERNEL),-kernel '$(KERNEL)') \
-		$(if $(SUBSET),-subset $(SUBSET)) $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+		$(if $(SUBSET),-subset $(SUBSET)) -reference $(abspath $(GUEST_REFDIR)) \
+		$(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)

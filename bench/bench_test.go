@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ import (
 //	BENCH_WORKERS   parallel workers for the throughput run (default 8)
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
 //	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
-//	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins) run with the same chains
+//	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -96,11 +98,31 @@ type impl struct {
 	dir  string
 }
 
+// stats of one chain. The CPU figures are the plugin processes' own (user
+// and system time of the exec'd children, sequential runs only): unlike
+// the latencies they do not include waits (RCU grace periods, locks) and
+// move little with the machine's load.
 type stats struct {
 	addP50, addP90, delP50, delP90 time.Duration
+	addCPU, delCPU                 time.Duration // p50
 	addPerSec, delPerSec           float64
 	addP50M, delP50M               time.Duration
+	addCPUM, delCPUM               time.Duration // p50 with M existing
 	err                            error
+}
+
+// wanted reports whether BENCH_CHAINS selects chain name.
+func wanted(name string) bool {
+	sel := os.Getenv("BENCH_CHAINS")
+	if sel == "" {
+		return true
+	}
+	for _, w := range strings.Split(sel, ",") {
+		if w = strings.TrimSpace(w); w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestBench(t *testing.T) {
@@ -117,6 +139,10 @@ func TestBench(t *testing.T) {
 	}
 	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, "nftcni"), "./cmd/nftcni")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(root)))
+	// Static, as `make build` makes it: with cgo (Go's default when a C
+	// compiler is installed) the binary is dynamically linked and every
+	// exec pays the dynamic loader and libc's start, ~0.9 ms here.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -134,17 +160,18 @@ func TestBench(t *testing.T) {
 
 	results := map[string]map[string]stats{}
 	for _, c := range chains {
+		if !wanted(c.name) {
+			continue
+		}
+		var ims []impl
 		for _, im := range impls {
 			if missing := missingPlugins(im.dir, c.needs); missing != "" {
 				fmt.Printf("%-26s %-9s skipped: %s not in %s\n", c.name, im.name, missing, im.dir)
 				continue
 			}
-			s := run(t, c, im, iter, workers, par, existing)
-			if results[c.name] == nil {
-				results[c.name] = map[string]stats{}
-			}
-			results[c.name][im.name] = s
+			ims = append(ims, im)
 		}
+		results[c.name] = run(t, c, ims, iter, workers, par, existing)
 	}
 	fmt.Printf("\n%-26s %-9s %9s %9s %9s %9s %10s %10s %12s %12s\n", "chain", "impl", "ADD p50", "ADD p90", "DEL p50", "DEL p90",
 		fmt.Sprintf("ADD/s(%d)", workers), fmt.Sprintf("DEL/s(%d)", workers), fmt.Sprintf("ADD p50@%d", existing), fmt.Sprintf("DEL p50@%d", existing))
@@ -163,10 +190,22 @@ func TestBench(t *testing.T) {
 				s.addPerSec, s.delPerSec, ms(s.addP50M), ms(s.delP50M))
 		}
 	}
+	fmt.Printf("\nCPU of the plugin processes (p50 of the sequential runs):\n%-26s %-9s %9s %9s %12s %12s\n", "chain", "impl", "ADD", "DEL",
+		fmt.Sprintf("ADD@%d", existing), fmt.Sprintf("DEL@%d", existing))
+	for _, c := range chains {
+		for _, im := range impls {
+			if s, ok := results[c.name][im.name]; ok && s.err == nil {
+				fmt.Printf("%-26s %-9s %9s %9s %12s %12s\n", c.name, im.name, ms(s.addCPU), ms(s.delCPU), ms(s.addCPUM), ms(s.delCPUM))
+			}
+		}
+	}
 	fmt.Println()
 	lo, ok := results["loopback"]["nftcni"]
 	for _, c := range chains[1:] {
 		s, ok2 := results[c.name]["nftcni"]
+		if ok2 && s.err == nil {
+			fmt.Printf("%s: CPU growth with %d existing: ADD +%s, DEL +%s\n", c.name, existing, ms(s.addCPUM-s.addCPU), ms(s.delCPUM-s.delCPU))
+		}
 		if ok && ok2 && s.err == nil && lo.err == nil {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
 				c.name, ratio(s.addP50, lo.addP50), ratio(s.delP50, lo.delP50), existing, ratio(s.addP50M, s.addP50))
@@ -182,7 +221,9 @@ func TestBench(t *testing.T) {
 		n, ok1 := results[c.name]["nftcni"]
 		b, ok2 := results[c.name]["baseline"]
 		if ok1 && ok2 && n.err == nil && b.err == nil {
-			fmt.Printf("%s nftcni/baseline: ADD p50 %.2fx, DEL p50 %.2fx, ADD/s %.2fx\n", c.name, ratio(n.addP50, b.addP50), ratio(n.delP50, b.delP50), n.addPerSec/b.addPerSec)
+			fmt.Printf("%s nftcni/baseline: ADD p50 %.2fx, DEL p50 %.2fx, ADD/s %.2fx, DEL/s %.2fx; CPU: ADD %.2fx, DEL %.2fx\n", c.name,
+				ratio(n.addP50, b.addP50), ratio(n.delP50, b.delP50), n.addPerSec/b.addPerSec, n.delPerSec/b.delPerSec,
+				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
 }
@@ -254,72 +295,152 @@ func (w *world) del(a *attachment) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-func run(t *testing.T, c chain, im impl, iter, workers, par, existing int) (s stats) {
+// run measures chain c with every implementation. The sequential phases
+// alternate between them ADD/DEL pair by pair, so that a change of the
+// machine's load in the middle of a run weighs on all of them alike; the
+// throughput runs take turns.
+func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) map[string]stats {
+	out := map[string]stats{}
+	var worlds []*world
+	var live []impl
+	for _, im := range ims {
+		w, err := newWorld(t, c, im)
+		if err == nil {
+			_, err = w.sequential(5) // warm up: page cache, bridge creation, nft tables
+		}
+		if err != nil {
+			out[im.name] = stats{err: fmt.Errorf("warm-up: %w", err)}
+			continue
+		}
+		worlds, live = append(worlds, w), append(live, im)
+	}
+	fail := func(i int, err error) {
+		out[live[i].name] = stats{err: err}
+	}
+	ok := func(i int) bool { return out[live[i].name].err == nil }
+
+	seq, err := sequentialAll(worlds, iter)
+	if err != nil {
+		for i := range worlds {
+			fail(i, err)
+		}
+		return out
+	}
+	st := make([]stats, len(worlds))
+	for i := range worlds {
+		st[i].addP50, st[i].addP90 = pct(seq[i].adds, 50), pct(seq[i].adds, 90)
+		st[i].delP50, st[i].delP90 = pct(seq[i].dels, 50), pct(seq[i].dels, 90)
+		st[i].addCPU, st[i].delCPU = pct(seq[i].addCPU, 50), pct(seq[i].delCPU, 50)
+		if st[i].addPerSec, st[i].delPerSec, err = worlds[i].parallel(par, workers); err != nil {
+			fail(i, err)
+		}
+	}
+
+	// With M existing attachments.
+	pre := make([][]*attachment, len(worlds))
+	for i, w := range worlds {
+		if !ok(i) {
+			continue
+		}
+		if pre[i], err = w.addMany(existing, workers); err != nil {
+			fail(i, fmt.Errorf("creating %d existing attachments: %w", existing, err))
+		}
+	}
+	var busy []*world
+	var idx []int
+	for i, w := range worlds {
+		if ok(i) {
+			busy, idx = append(busy, w), append(idx, i)
+		}
+	}
+	seq, err = sequentialAll(busy, iter)
+	for j, i := range idx {
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		st[i].addP50M, st[i].delP50M = pct(seq[j].adds, 50), pct(seq[j].dels, 50)
+		st[i].addCPUM, st[i].delCPUM = pct(seq[j].addCPU, 50), pct(seq[j].delCPU, 50)
+	}
+	for i, w := range worlds {
+		if pre[i] != nil {
+			if err := w.delMany(pre[i], workers); err != nil && ok(i) {
+				fail(i, err)
+			}
+		}
+		if ok(i) {
+			out[live[i].name] = st[i]
+		}
+		fmt.Printf("%-26s %-9s done\n", c.name, live[i].name)
+	}
+	return out
+}
+
+func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	host := privtest.NewNS(t)
 	dir := t.TempDir()
 	list, err := libcni.ConfListFromBytes([]byte(strings.ReplaceAll(c.conf, "DATADIR", filepath.Join(dir, "ipam"))))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	w := &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
-		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}
-
-	// Warm up: page cache, bridge creation, nft tables.
-	if _, _, err := w.sequential(5); err != nil {
-		s.err = fmt.Errorf("warm-up: %w", err)
-		return s
-	}
-	adds, dels, err := w.sequential(iter)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.addP50, s.addP90 = pct(adds, 50), pct(adds, 90)
-	s.delP50, s.delP90 = pct(dels, 50), pct(dels, 90)
-
-	if s.addPerSec, s.delPerSec, err = w.parallel(par, workers); err != nil {
-		s.err = err
-		return s
-	}
-
-	// With M existing attachments.
-	pre, err := w.addMany(existing, workers)
-	if err != nil {
-		s.err = fmt.Errorf("creating %d existing attachments: %w", existing, err)
-		return s
-	}
-	adds, dels, err = w.sequential(iter)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.addP50M, s.delP50M = pct(adds, 50), pct(dels, 50)
-	if err := w.delMany(pre, workers); err != nil {
-		s.err = err
-	}
-	fmt.Printf("%-26s %-9s done\n", c.name, im.name)
-	return s
+	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 
-func (w *world) sequential(n int) (adds, dels []time.Duration, err error) {
+// sequentialAll runs n ADD/DEL pairs in each world, alternating between
+// the worlds pair by pair.
+func sequentialAll(worlds []*world, n int) ([]seqRuns, error) {
+	out := make([]seqRuns, len(worlds))
+	for range n {
+		for i, w := range worlds {
+			r, err := w.sequential(1)
+			if err != nil {
+				return nil, err
+			}
+			out[i].adds = append(out[i].adds, r.adds...)
+			out[i].dels = append(out[i].dels, r.dels...)
+			out[i].addCPU = append(out[i].addCPU, r.addCPU...)
+			out[i].delCPU = append(out[i].delCPU, r.delCPU...)
+		}
+	}
+	return out, nil
+}
+
+// seqRuns are the latencies and CPU times of sequential ADD/DEL pairs.
+type seqRuns struct{ adds, dels, addCPU, delCPU []time.Duration }
+
+// childCPU is the user plus system time of every waited-for child so far.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (w *world) sequential(n int) (r seqRuns, err error) {
 	for i := 0; i < n; i++ {
 		a, err := w.newAttachment()
 		if err != nil {
-			return nil, nil, err
+			return r, err
 		}
+		c0 := childCPU()
 		da, err := w.add(a)
 		if err != nil {
 			w.drop(a)
-			return nil, nil, fmt.Errorf("ADD: %w", err)
+			return r, fmt.Errorf("ADD: %w", err)
 		}
+		c1 := childCPU()
 		dd, err := w.del(a)
+		c2 := childCPU()
 		w.drop(a)
 		if err != nil {
-			return nil, nil, fmt.Errorf("DEL: %w", err)
+			return r, fmt.Errorf("DEL: %w", err)
 		}
-		adds, dels = append(adds, da), append(dels, dd)
+		r.adds, r.dels = append(r.adds, da), append(r.dels, dd)
+		r.addCPU, r.delCPU = append(r.addCPU, c1-c0), append(r.delCPU, c2-c1)
 	}
-	return adds, dels, nil
+	return r, nil
 }
 
 func (w *world) addMany(n, workers int) ([]*attachment, error) {

@@ -625,12 +625,62 @@ func TestDispatchVersionSubset(t *testing.T) {
 	if st != 1 || out != want {
 		t.Errorf("ADD 0.3.1: %d\n%s\nwant\n%s", st, out, want)
 	}
-	// GC/STATUS without handlers: success, no output.
+	// GC/STATUS without handlers (a plugin Register would refuse): an
+	// error, not the reference's implied success.
+	for _, cmd := range []string{"GC", "STATUS"} {
+		st, out, _ = runPlugin(p, `{"cniVersion":"1.1.0","name":"n"}`, "CNI_COMMAND="+cmd, "CNI_PATH=/x")
+		want := fmt.Sprintf(`{
+    "cniVersion": "1.1.0",
+    "code": 999,
+    "msg": "plugin fw has no %s handler"
+}`, cmd)
+		if st != 1 || out != want {
+			t.Errorf("%s without a handler: %d %q", cmd, st, out)
+		}
+	}
+	// Declared explicitly: success, no output.
+	p.GC, p.Status = NothingToCollect, AlwaysReady
 	for _, cmd := range []string{"GC", "STATUS"} {
 		st, out, _ = runPlugin(p, `{"cniVersion":"1.1.0","name":"n"}`, "CNI_COMMAND="+cmd, "CNI_PATH=/x")
 		if st != 0 || out != "" {
 			t.Errorf("%s: %d %q", cmd, st, out)
 		}
+	}
+}
+
+// stubPlugin is a complete plugin whose handlers do nothing, for tests of
+// the registry.
+func stubPlugin(name string, validate func([]byte) error) *Plugin {
+	nop := func(context.Context, *CmdArgs) error { return nil }
+	return &Plugin{Name: name, Validate: validate,
+		Add: func(context.Context, *CmdArgs) (*Result, error) { return &Result{CNIVersion: CurrentVersion}, nil },
+		Del: nop, Check: nop, GC: NothingToCollect, Status: AlwaysReady}
+}
+
+// TestRegisterWantsEveryHandler: a plugin without a handler is refused at
+// registration, naming what it lacks; a complete one is registered.
+func TestRegisterWantsEveryHandler(t *testing.T) {
+	p := stubPlugin("test-incomplete", nil)
+	p.GC, p.Status, p.Check = nil, nil, nil
+	func() {
+		defer func() {
+			msg, _ := recover().(string)
+			want := `cni.Register: plugin "test-incomplete" lacks Check, GC, Status (a plugin without host state or dependencies says so with cni.NothingToCollect and cni.AlwaysReady)`
+			if msg != want {
+				t.Errorf("panic %q\nwant %q", msg, want)
+			}
+		}()
+		Register(p)
+	}()
+	if Lookup("test-incomplete") != nil {
+		t.Error("an incomplete plugin was registered")
+	}
+	if err := (&Plugin{}).Complete(); err == nil || !strings.Contains(err.Error(), `plugin "" lacks Name, Add, Del, Check, GC, Status`) {
+		t.Errorf("empty plugin: %v", err)
+	}
+	Register(stubPlugin("test-complete", nil))
+	if Lookup("test-complete") == nil {
+		t.Error("a complete plugin was not registered")
 	}
 }
 

@@ -22,13 +22,21 @@ import (
 // binary fills it so delegation to itself needs no exec.
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]*Plugin{}
+	registry   map[string]*Plugin // made by the first Register, not at start
 )
 
-// Register makes p callable in-process by delegation.
+// Register makes p callable in-process by delegation. A plugin that is
+// not Complete is a programming error: Register panics, so a build that
+// includes one fails at its first start (and in every test).
 func Register(p *Plugin) {
+	if err := p.Complete(); err != nil {
+		panic("cni.Register: " + err.Error())
+	}
 	registryMu.Lock()
 	defer registryMu.Unlock()
+	if registry == nil {
+		registry = map[string]*Plugin{}
+	}
 	registry[p.Name] = p
 }
 

@@ -297,6 +297,7 @@ var fuzzPlugin = &Plugin{
 		c.Attachments()
 		return nil
 	},
+	Status: AlwaysReady,
 }
 
 var fuzzEnvs = [][]string{

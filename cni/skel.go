@@ -4,26 +4,38 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"unicode"
 )
 
 // Plugin describes one plugin: its name, the versions it advertises and its
-// command handlers. A nil GC or Status handler answers success, like the
-// reference dispatcher does for plugins without one.
+// command handlers. Every handler is required (Register refuses a plugin
+// without one): the reference dispatcher answers success for a GC or
+// STATUS a plugin does not implement, which says "nothing to collect" and
+// "ready" without anyone having decided so. A plugin that really leaves
+// nothing on the host, or needs nothing to ADD, says it with
+// NothingToCollect and AlwaysReady.
 type Plugin struct {
 	Name string
-	// Versions is the exact list advertised; nil means AllVersions.
-	Versions []string
+	// Versions is the exact list advertised; nil means AllVersions, or
+	// with FirstVersion set AllVersions from that one on (bandwidth, vrf
+	// and firewall advertise such a suffix, like the reference).
+	Versions     []string
+	FirstVersion string
 
-	Add    func(ctx context.Context, a *CmdArgs) (*Result, error)
-	Del    func(ctx context.Context, a *CmdArgs) error
-	Check  func(ctx context.Context, a *CmdArgs) error
-	GC     func(ctx context.Context, a *CmdArgs) error
+	Add   func(ctx context.Context, a *CmdArgs) (*Result, error)
+	Del   func(ctx context.Context, a *CmdArgs) error
+	Check func(ctx context.Context, a *CmdArgs) error
+	// GC removes what this network's ADDs left on the host for
+	// attachments that are not in cni.dev/valid-attachments.
+	GC func(ctx context.Context, a *CmdArgs) error
+	// Status answers whether an ADD can succeed now (code 50 or 51 if not).
 	Status func(ctx context.Context, a *CmdArgs) error
 
 	// Validate checks a complete config (the plugin's stdin) offline:
@@ -38,11 +50,46 @@ type Plugin struct {
 	Validate func(conf []byte) error
 }
 
-func (p *Plugin) versions() []string {
-	if p.Versions == nil {
-		return AllVersions
+// NothingToCollect is the GC handler of a plugin that leaves nothing
+// outside the container's network namespace (which goes with the
+// container) and delegates to no IPAM plugin: there is nothing to collect.
+func NothingToCollect(context.Context, *CmdArgs) error { return nil }
+
+// AlwaysReady is the STATUS handler of a plugin whose ADD depends on no
+// daemon, store or delegate that could be unavailable: it is ready
+// whenever it can run at all.
+func AlwaysReady(context.Context, *CmdArgs) error { return nil }
+
+// Complete reports the handlers p lacks, naming them; Register refuses a
+// plugin that is not complete.
+func (p *Plugin) Complete() error {
+	var missing []string
+	if p.Name == "" {
+		missing = append(missing, "Name")
 	}
-	return p.Versions
+	for _, h := range []struct {
+		name string
+		set  bool
+	}{{"Add", p.Add != nil}, {"Del", p.Del != nil}, {"Check", p.Check != nil}, {"GC", p.GC != nil}, {"Status", p.Status != nil}} {
+		if !h.set {
+			missing = append(missing, h.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("plugin %q lacks %s (a plugin without host state or dependencies says so with cni.NothingToCollect and cni.AlwaysReady)",
+			p.Name, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (p *Plugin) versions() []string {
+	switch {
+	case p.Versions != nil:
+		return p.Versions
+	case p.FirstVersion != "":
+		return VersionsFrom(p.FirstVersion)
+	}
+	return AllVersions
 }
 
 // CmdArgs is one invocation, already validated by the dispatcher.
@@ -74,14 +121,28 @@ func (a *CmdArgs) Logf(format string, args ...any) {
 // first line, like the reference's "version unknown".
 var BuildVersion = "version unknown"
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+// validName reports whether s matches the reference's rule for container
+// IDs and network names, ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$. Written out
+// rather than a package-level regexp: compiling one at start cost every
+// plugin exec ~50 µs.
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
 
 // ValidateContainerID applies the dispatcher's container-ID rule.
 func ValidateContainerID(id string) *Error {
 	if id == "" {
 		return NewError(CodeUnknownContainer, "missing containerID", "")
 	}
-	if !nameRE.MatchString(id) {
+	if !validName(id) {
 		return NewError(CodeInvalidEnvironment, "invalid characters in containerID", id)
 	}
 	return nil
@@ -92,7 +153,7 @@ func ValidateNetworkName(name string) *Error {
 	if name == "" {
 		return NewError(CodeInvalidNetworkConfig, "missing network name", "")
 	}
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return NewError(CodeInvalidNetworkConfig, "invalid characters found in network name", name)
 	}
 	return nil
@@ -133,19 +194,23 @@ func EnvFromList(list []string) Env {
 
 type envVar struct {
 	name     string
-	required map[string]bool
+	required []string // the commands that need it
 	validate func(string) *Error
 }
 
-var allCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": true, "STATUS": true, "VERSION": true}
-var idCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true}
-var pathCmds = map[string]bool{"ADD": true, "DEL": true, "CHECK": true, "GC": true, "STATUS": true}
+// The command lists are slices, not maps: a map literal is built by code
+// at start, a slice of constants is data.
+var (
+	allCmds  = []string{"ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"}
+	idCmds   = []string{"ADD", "DEL", "CHECK"}
+	pathCmds = []string{"ADD", "DEL", "CHECK", "GC", "STATUS"}
+)
 
 // envVars is the reference dispatcher's walk, in its order.
 var envVars = []envVar{
 	{"CNI_COMMAND", allCmds, nil},
 	{"CNI_CONTAINERID", idCmds, func(v string) *Error { return ValidateContainerID(v) }},
-	{"CNI_NETNS", map[string]bool{"ADD": true, "CHECK": true}, nil},
+	{"CNI_NETNS", []string{"ADD", "CHECK"}, nil},
 	{"CNI_IFNAME", idCmds, ValidateIfName},
 	{"CNI_ARGS", nil, nil},
 	{"CNI_PATH", pathCmds, nil},
@@ -197,7 +262,7 @@ func Run(ctx context.Context, p *Plugin, inv Invocation) int {
 	return 0
 }
 
-var errAbout = fmt.Errorf("about")
+var errAbout = errors.New("about")
 
 // errorJSON renders an error object. Unlike the reference it carries
 // cniVersion, as the spec's error format has it: the config's
@@ -226,7 +291,7 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 	for _, v := range envVars {
 		val := inv.Env(v.name)
 		vals[v.name] = val
-		if !v.required[cmd] {
+		if !slices.Contains(v.required, cmd) {
 			continue
 		}
 		if val == "" {
@@ -297,7 +362,13 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			return nil, err
 		}
 		if cmd == "DEL" {
+			if p.Del == nil {
+				return nil, noHandler(p, cmd)
+			}
 			return nil, p.Del(ctx, a)
+		}
+		if p.Add == nil {
+			return nil, noHandler(p, cmd)
 		}
 		res, err := p.Add(ctx, a)
 		if err != nil {
@@ -322,11 +393,18 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			h = p.Status
 		}
 		if h == nil {
-			return nil, nil
+			return nil, noHandler(p, cmd)
 		}
 		return nil, h(ctx, a)
 	}
 	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
+}
+
+// noHandler is the answer of a plugin that was never registered (Register
+// refuses such a plugin) and lacks the handler for cmd: an error, never an
+// implied success.
+func noHandler(p *Plugin, cmd string) error {
+	return Errorf(CodeInternal, "plugin %s has no %s handler", p.Name, cmd)
 }
 
 func (p *Plugin) checkSupported(ver string) error {
@@ -370,15 +448,13 @@ func guardNetns(a *CmdArgs) error {
 	if a.NetnsOverride || a.Netns == "" {
 		return nil
 	}
-	target, err := os.Stat(a.Netns)
-	if err != nil {
+	// stat(2) directly: os.Stat's FileInfo is not needed, only the
+	// device and inode that identify a namespace.
+	var target, own syscall.Stat_t
+	if syscall.Stat(a.Netns, &target) != nil || syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
 		return nil
 	}
-	own, err := os.Stat("/proc/thread-self/ns/net")
-	if err != nil {
-		return nil
-	}
-	if os.SameFile(target, own) {
+	if target.Dev == own.Dev && target.Ino == own.Ino {
 		return NewError(CodeInvalidNetNS, "plugin's netns and netns from CNI_NETNS should not be the same", "")
 	}
 	return nil

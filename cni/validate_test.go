@@ -9,9 +9,9 @@ import (
 // any other error of its hook is put under "ipam"; an unknown or hookless
 // type and an empty one pass (whether IPAM is needed is the caller's rule).
 func TestValidateIPAM(t *testing.T) {
-	Register(&Plugin{Name: "test-ipam-keyed", Validate: func([]byte) error { return ConfigError("cniVersion", "too old") }})
-	Register(&Plugin{Name: "test-ipam-plain", Validate: func([]byte) error { return errors.New("bad") }})
-	Register(&Plugin{Name: "test-ipam-nohook"})
+	Register(stubPlugin("test-ipam-keyed", func([]byte) error { return ConfigError("cniVersion", "too old") }))
+	Register(stubPlugin("test-ipam-plain", func([]byte) error { return errors.New("bad") }))
+	Register(stubPlugin("test-ipam-nohook", nil))
 	for _, tt := range []struct {
 		typ, want string
 	}{

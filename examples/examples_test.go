@@ -97,6 +97,15 @@ func examples() []example {
 		{file: "ipvlan.conflist", world: lanHost, traffic: lanTraffic, vm: true},
 		{file: "dhcp.conflist", world: dhcpHost, traffic: lanTraffic},
 		{
+			file:  "dhcp-dual-stack.conflist",
+			world: dhcpHost,
+			traffic: func(t *testing.T, w world, pods []attachment) {
+				lanTraffic(t, w, pods)
+				w.lanAddr = dhcptest.ServerAddr6
+				lanTraffic(t, w, pods)
+			},
+		},
+		{
 			file:    "k8s-node.conflist",
 			world:   plainHost,
 			pods:    2,

@@ -7,6 +7,7 @@ package ipam
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -24,6 +25,10 @@ const DADTimeout = 5 * time.Second
 // routes via the first gateway of each family. Only IPs whose interface
 // index names ifName are applied; IPs without an index are skipped.
 //
+// A route's priority, table and scope are applied as the reference does;
+// its mtu and advmss (spec 1.1 route fields the reference ignores) become
+// the route's RTAX_MTU and RTAX_ADVMSS metrics.
+//
 // Unlike the reference, a route that repeats an earlier one of the same
 // result (e.g. a default route from both the plugin and IPAM) is applied
 // once instead of failing with "file exists".
@@ -34,6 +39,9 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 	link, err := h.LinkByName(ifName)
 	if err != nil {
 		return fmt.Errorf("failed to lookup %q: %w", ifName, err)
+	}
+	if err := checkRouteMetrics(r.Routes); err != nil {
+		return err
 	}
 	var gw4, gw6 netip.Addr
 	v6Ready := false
@@ -71,7 +79,8 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 	}
 	var done []netlinkx.Route
 	for _, rt := range r.Routes {
-		nr := netlinkx.Route{Dst: rt.Dst.Masked(), Gw: rt.GW, LinkIndex: link.Index, Priority: rt.Priority}
+		nr := netlinkx.Route{Dst: rt.Dst.Masked(), Gw: rt.GW, LinkIndex: link.Index, Priority: rt.Priority,
+			MTU: rt.MTU, AdvMSS: rt.AdvMSS}
 		if !nr.Gw.IsValid() {
 			if rt.Dst.Addr().Is4() {
 				nr.Gw = gw4
@@ -93,6 +102,24 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 				nr.Dst, addrOrNil(nr.Gw), ifName, nr.Priority, nr.Scope, nr.Table, unwrapOp(err))
 		}
 		done = append(done, nr)
+	}
+	return nil
+}
+
+// checkRouteMetrics refuses, before anything is changed, a route whose
+// mtu or advmss cannot be a route metric (a 32-bit unsigned value; 0 means
+// unset). The kernel caps larger values itself (mtu at 65520, advmss at
+// 65495).
+func checkRouteMetrics(routes []*cni.Route) error {
+	for _, rt := range routes {
+		for _, m := range []struct {
+			key string
+			v   int
+		}{{"mtu", rt.MTU}, {"advmss", rt.AdvMSS}} {
+			if m.v < 0 || int64(m.v) > math.MaxUint32 {
+				return fmt.Errorf("invalid route %s: %s %d is out of range (0 means unset, at most %d)", rt.Dst, m.key, m.v, uint32(math.MaxUint32))
+			}
+		}
 	}
 	return nil
 }

@@ -146,6 +146,32 @@ func (h *Handle) Addrs(linkName string, family int) ([]Addr, error) {
 	return out, nil
 }
 
+// AddrsByIndex lists the addresses of every family on the link with the
+// given index in one request (an AF_UNSPEC dump), where Addrs(name, 0)
+// makes three: a lookup and a dump per family.
+func (h *Handle) AddrsByIndex(index int) ([]Addr, error) {
+	op := fmt.Sprintf("listing addresses of link %d", index)
+	req := &rtnetlink.AddressMessage{Family: unix.AF_UNSPEC}
+	if h.strict {
+		req.Index = uint32(index) // kernel-side filter
+	}
+	msgs, err := h.dump(req, unix.RTM_GETADDR)
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	var out []Addr
+	for _, m := range msgs {
+		am, ok := m.(*rtnetlink.AddressMessage)
+		if !ok || int(am.Index) != index {
+			continue
+		}
+		if a, ok := toAddr(am); ok {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
 func toAddr(m *rtnetlink.AddressMessage) (Addr, bool) {
 	if m.Attributes == nil {
 		return Addr{}, false

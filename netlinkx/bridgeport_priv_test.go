@@ -162,6 +162,11 @@ func TestCreateVethPair(t *testing.T) {
 	if c.MTU != 1400 || p.MTU != 1400 || c.MAC.String() != mac.String() || c.Up || p.Up {
 		t.Errorf("container %+v, host %+v", c, p)
 	}
+	// The host end has no queue length, as the reference leaves it; the
+	// container end the kernel's default.
+	if c.TxQueueLen != 1000 || p.TxQueueLen != 0 {
+		t.Errorf("txqueuelen: container %d, host %d; want 1000 and 0", c.TxQueueLen, p.TxQueueLen)
+	}
 
 	// The container name is taken: fatal, naming CNI_IFNAME and the fix.
 	_, err = hc.CreateVethPair("eth0", host, 0, nil)

@@ -269,6 +269,9 @@ type VethSpec struct {
 	PeerNS   *netns.NS        // nil: the handle's namespace
 	MTU      int              // both ends; 0: kernel default
 	MAC      net.HardwareAddr // Name end only; nil: random
+	// PeerTxQueueLen is the peer's transmit queue length; nil: the
+	// kernel's default (1000).
+	PeerTxQueueLen *uint32
 }
 
 // AddVeth creates a veth pair with a single RTM_NEWLINK: Name here and
@@ -287,17 +290,42 @@ func (h *Handle) AddVeth(s VethSpec) error {
 	if s.PeerNS != nil {
 		peer.Attributes.NetNS = rtnetlink.NetNSForFD(uint32(s.PeerNS.Fd()))
 	}
+	var data rtnetlink.LinkDriver = &driver.Veth{PeerInfo: peer}
+	if s.PeerTxQueueLen != nil {
+		qlen := *s.PeerTxQueueLen
+		data = &vethPeerExtra{peer: linkExtra{peer, func(ae *netlink.AttributeEncoder) {
+			ae.Uint32(unix.IFLA_TXQLEN, qlen)
+		}}}
+	}
 	req := &rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{
 		Name:    s.Name,
 		MTU:     uint32(s.MTU),
 		Address: s.MAC,
-		Info:    &rtnetlink.LinkInfo{Kind: "veth", Data: &driver.Veth{PeerInfo: peer}},
+		Info:    &rtnetlink.LinkInfo{Kind: "veth", Data: data},
 	}}
 	if err := h.do(req, unix.RTM_NEWLINK, netlink.Create|netlink.Excl); err != nil {
 		return fail(op, err)
 	}
 	return nil
 }
+
+// vethPeerExtra is the veth driver's data with attributes rtnetlink/v2
+// does not encode on the peer (IFLA_TXQLEN).
+type vethPeerExtra struct{ peer linkExtra }
+
+func (d *vethPeerExtra) New() rtnetlink.LinkDriver { return &vethPeerExtra{} }
+func (d *vethPeerExtra) Kind() string              { return "veth" }
+
+func (d *vethPeerExtra) Encode(ae *netlink.AttributeEncoder) error {
+	b, err := d.peer.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	ae.Bytes(1, b) // VETH_INFO_PEER
+	return nil
+}
+
+func (d *vethPeerExtra) Decode(*netlink.AttributeDecoder) error { return nil }
 
 // BridgeSpec describes a bridge to create.
 type BridgeSpec struct {

@@ -130,8 +130,14 @@ func TestVethAcrossNamespaces(t *testing.T) {
 		t.Errorf("container end = %+v", c)
 	}
 	p := mustLink(t, hh, "veth1234abcd")
-	if p.Kind != "veth" || p.MTU != 1400 || p.MAC.String() == mac.String() {
+	if p.Kind != "veth" || p.MTU != 1400 || p.MAC.String() == mac.String() || p.TxQueueLen != 1000 {
 		t.Errorf("host end = %+v", p)
+	}
+	// A peer queue length asked for, 0 included, is the peer's only.
+	qlen := uint32(0)
+	must(t, hc.AddVeth(netlinkx.VethSpec{Name: "eth9", PeerName: "veth9", PeerNS: host, PeerTxQueueLen: &qlen}))
+	if c, p := mustLink(t, hc, "eth9"), mustLink(t, hh, "veth9"); c.TxQueueLen != 1000 || p.TxQueueLen != 0 {
+		t.Errorf("txqueuelen: eth9 %d, veth9 %d; want 1000 and 0", c.TxQueueLen, p.TxQueueLen)
 	}
 	if _, err := hc.LinkByName("veth1234abcd"); !errors.Is(err, netlinkx.ErrNotFound) {
 		t.Errorf("peer visible in the container netns: %v", err)
@@ -323,6 +329,12 @@ func TestAddresses(t *testing.T) {
 		if got := prefixes(addrs); !slices.Equal(got, tt.want) {
 			t.Errorf("Addrs(%q, %d) = %v, want %v", tt.link, tt.family, got, tt.want)
 		}
+	}
+	// One AF_UNSPEC dump gives the link's addresses of every family.
+	byIndex, err := h.AddrsByIndex(eth0.Index)
+	must(t, err)
+	if got, want := prefixes(byIndex), []string{"10.1.0.2/24", "2001:db8::2/64"}; !slices.Equal(got, want) {
+		t.Errorf("AddrsByIndex(eth0) = %v, want %v", got, want)
 	}
 	addrs, err := h.Addrs("eth0", unix.AF_INET6)
 	must(t, err)

@@ -24,6 +24,9 @@ func RandomVethName() (string, error) {
 	return "veth" + hex.EncodeToString(b[:]), nil
 }
 
+// noQueueLen is the host veth's transmit queue length (CreateVethPair).
+var noQueueLen uint32
+
 // vethNameTries is how many random peer names CreateVethPair tries.
 const vethNameTries = 10
 
@@ -34,7 +37,10 @@ var newVethName = RandomVethName
 // ifName here, its peer under a random "veth<8 hex>" name straight in
 // peerNS (the host's), with the MTU on both ends (0: kernel default) and
 // mac on ifName (nil: random). It returns the peer's name. The peer is not
-// set up.
+// set up. The peer's transmit queue length is 0, as the reference plugins
+// leave their host veths (the container end keeps the kernel's 1000): a
+// veth sends without a queue, so the length only sizes a qdisc someone
+// attaches later, and such setups are tuned against the reference.
 //
 // A name clash is resolved like this: if ifName already exists here, that
 // is fatal, with a message that names CNI_IFNAME and the fix (the
@@ -52,7 +58,7 @@ func (h *Handle) CreateVethPair(ifName string, peerNS *netns.NS, mtu int, mac ne
 		if err != nil {
 			return "", err
 		}
-		err = h.AddVeth(VethSpec{Name: ifName, PeerName: peer, PeerNS: peerNS, MTU: mtu, MAC: mac})
+		err = h.AddVeth(VethSpec{Name: ifName, PeerName: peer, PeerNS: peerNS, MTU: mtu, MAC: mac, PeerTxQueueLen: &noQueueLen})
 		switch {
 		case err == nil:
 			return peer, nil

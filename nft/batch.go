@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -204,6 +205,9 @@ func (b *Batch) elements(s *nftables.Set, elems []Element, add bool) {
 		if add {
 			vals[i].Val = e.Val
 			vals[i].Comment = e.Comment
+			if e.Jump != "" {
+				vals[i].VerdictData = &expr.Verdict{Kind: expr.VerdictJump, Chain: e.Jump}
+			}
 		}
 	}
 	cp := *s

@@ -100,7 +100,7 @@ func TestLiveProbes(t *testing.T) {
 	// Each probe's verdict follows from the running kernel's version
 	// (features[f].kernel): supported from that release on, an
 	// *UnsupportedError before it (Debian 12's 6.1 lacks destroy, say).
-	for _, f := range []Feature{ConcatRanges, Destroy} {
+	for _, f := range []Feature{ConcatRanges, Destroy, XTConntrackMatch} {
 		err := c.Require(f)
 		has := kernelAtLeast(t, features[f].kernel)
 		var u *UnsupportedError
@@ -111,8 +111,10 @@ func TestLiveProbes(t *testing.T) {
 			t.Errorf("%v: %v, want an UnsupportedError on a kernel before %s", f, err, features[f].kernel)
 		}
 	}
-	if ok, err := c.TableExists(probeTable); err != nil || ok {
-		t.Errorf("probe left table %s behind: %v %v", probeTable.Name, ok, err)
+	for _, tb := range []*nftables.Table{probeTable, probeTable4} {
+		if ok, err := c.TableExists(tb); err != nil || ok {
+			t.Errorf("probe left table %s %s behind: %v %v", familyName(tb.Family), tb.Name, ok, err)
+		}
 	}
 }
 

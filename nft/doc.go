@@ -8,7 +8,12 @@
 //   - Our tables only. Every table we create is named nftcni_* (TablePrefix)
 //     and Batch refuses to add anything to any other table. We never flush
 //     or delete a table, not even ours: base chains and rules are static,
-//     and an empty table costs nothing.
+//     and an empty table costs nothing. The one exception, for the
+//     firewall and portmap (rules_foreign.go, package nft/foreign):
+//     owner-tagged accept rules in other owners' forward chains, and
+//     iptables-nft's FORWARD chain created as iptables-nft creates it when
+//     it is missing (and its table deleted with our last rule in it, if
+//     nothing else is there).
 //   - Static structure, per-container elements. Tables, chains, sets and
 //     rules are fixed by code and re-asserted idempotently by every Setup
 //     (AddTable/AddSet without NLM_F_EXCL, Tx.EnsureChain for chains — see
@@ -30,20 +35,37 @@
 //     "only if still ours", and our emulation of `destroy` (Linux ≥ 6.3).
 //   - Reads that do not grow with the host. Finding an owner's previous
 //     elements means reading whole sets (they are found by comment only),
-//     which costs O(attachments) per ADD. So every table has an owners set
-//     (OwnersSet) with one marker element per owner, added in the owner's
-//     Setup batch and removed by DEL and GC with its other elements. A
-//     Setup first asks for its marker (one GET): absent — every first ADD
-//     — it reads only the elements with the keys it wants (Tx.Lookup, one
-//     GET per key), which is all take-over and conflict decisions need,
-//     and creates its elements with NLM_F_EXCL (Batch.ReplaceLookedUp), so
-//     that anything the lookups missed fails the batch rather than being
-//     silently kept; present, it reads whole sets as before. Any failure of the fast path
-//     reruns the Setup once on the slow path, which stays the reference
-//     semantics (TaggedTable.Setup). Known limit: state written by an
-//     nftcni without markers has none, so an owner's first Setup after an
-//     upgrade does not see its own elements with other keys than the ones
-//     it wants; they stay until its DEL or GC, which find them by tag.
+//     which costs O(attachments) per ADD and DEL. So every table has an
+//     owners set (OwnersSet) with one marker element per owner, added in
+//     the owner's Setup batch and removed by DEL and GC with its other
+//     elements, and recording the Setup's input when it fits in the
+//     comment (Owner.MarkerWith). A Setup first asks for its marker (one
+//     GET): absent — every first ADD — it reads only the elements with
+//     the keys it wants (Tx.Lookup, one GET per key), which is all
+//     take-over and conflict decisions need, and creates its elements with
+//     NLM_F_EXCL (Batch.ReplaceLookedUp), so that anything the lookups
+//     missed fails the batch rather than being silently kept; present with
+//     a record, it also looks up the elements the record gives (the
+//     owner's previous ones); present without, it reads whole sets as
+//     before. Any failure of a lookup path reruns the Setup once on the
+//     slow path, which stays the reference semantics (TaggedTable.Setup).
+//     A Teardown reads nothing without the owner's marker, looks up the
+//     recorded elements with one, and reads whole sets only for a marker
+//     without a record. Two reads still grow: our rules in other owners'
+//     chains are found by comment, so those chains are read whole (but
+//     not iptables-nft's for an owner without a marker, which has none
+//     there), and portmap reads its localnet records whole when an owner
+//     gives up an interface. Known limit: state written by an nftcni without
+//     markers has none, so an owner's first Setup after an upgrade does
+//     not see its own elements with other keys than the ones it wants, and
+//     its DEL does not see them at all; GC, which reads whole sets, removes
+//     them.
+//   - No per-attachment element in an interval set with concatenations:
+//     the kernel keeps those in its pipapo backend, where each added or
+//     removed element costs time in proportion to the whole set. Subnet
+//     membership is a hash lookup of (address . other address masked to
+//     the prefix length) in a chain per prefix length (nft/masq,
+//     nft/portmap).
 //   - Nothing to do, nothing written: Teardown and GC of absent state send
 //     no batch and create no table.
 //

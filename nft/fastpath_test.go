@@ -19,9 +19,36 @@ func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(
 
 var (
 	masqTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: masq.TableName}
-	masq4     = &nftables.Set{Table: masqTable, Name: "masq4"}
-	exempt4   = &nftables.Set{Table: masqTable, Name: "exempt4", Interval: true, Concatenation: true}
+	src4      = &nftables.Set{Table: masqTable, Name: "src4"}
+	// A hash set and a concatenated interval set (pipapo) of our own, for
+	// the lookup semantics the fast path relies on in either kind.
+	testTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TablePrefix + "test"}
+	hash4     = &nftables.Set{Table: testTable, Name: "hash4", KeyType: nftables.TypeIPAddr}
+	range4    = &nftables.Set{Table: testTable, Name: "range4", Interval: true, Concatenation: true,
+		KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}
 )
+
+// fixture fills hash4 with 10.7.0.5 and range4 with 10.7.0.0/24 . 10.7.0.5,
+// both tagged as a's, and the owners set with a's marker.
+func fixture(t *testing.T, c *nft.Conn, a nft.Owner) nft.Element {
+	t.Helper()
+	exempt := nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: a.Tag()}
+	err := c.Update(func(tx *nft.Tx) error {
+		b := tx.Batch()
+		b.AddTable(testTable)
+		b.AddSet(hash4)
+		b.AddSet(range4)
+		b.AddSet(nft.OwnersSet(testTable))
+		b.AddElements(hash4, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}})
+		b.AddElements(range4, []nft.Element{exempt})
+		b.AddElements(nft.OwnersSet(testTable), []nft.Element{a.Marker()})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exempt
+}
 
 // Lookup against the running kernel: an exact key of a hash set, a range
 // (key and key end) of a concatenated interval set (pipapo), and the
@@ -35,13 +62,11 @@ func TestLiveLookup(t *testing.T) {
 	}
 	defer c.Close()
 	a := nft.Owner{Network: "lk", ContainerID: "aaaa", IfName: "eth0"}
-	if els, err := c.Lookup(masq4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 0 {
+	if els, err := c.Lookup(hash4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 0 {
 		t.Fatalf("no table: %v, %v", els, err)
 	}
-	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
-		t.Fatal(err)
-	}
-	exempt := nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: a.Tag()}
+	exempt := fixture(t, c, a)
+	masq4, exempt4 := hash4, range4
 	for _, tc := range []struct {
 		name string
 		set  *nftables.Set
@@ -53,8 +78,8 @@ func TestLiveLookup(t *testing.T) {
 		{"hash, one of two", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}, {Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
 		{"interval, exact range", exempt4, []nft.Element{{Key: exempt.Key, KeyEnd: exempt.KeyEnd}}, []nft.Element{exempt}},
 		{"interval, other address", exempt4, []nft.Element{{Key: []byte{10, 7, 0, 0, 10, 7, 0, 6}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 6}}}, nil},
-		{"marker", nft.OwnersSet(masqTable), []nft.Element{a.Marker()}, []nft.Element{a.Marker()}},
-		{"no such set", &nftables.Set{Table: masqTable, Name: "nosuch"}, []nft.Element{{Key: []byte{1, 2, 3, 4}}}, nil},
+		{"marker", nft.OwnersSet(testTable), []nft.Element{a.Marker()}, []nft.Element{a.Marker()}},
+		{"no such set", &nftables.Set{Table: testTable, Name: "nosuch"}, []nft.Element{{Key: []byte{1, 2, 3, 4}}}, nil},
 	} {
 		got, err := c.Lookup(tc.set, tc.keys)
 		if err != nil {
@@ -87,9 +112,8 @@ func TestLiveCreateOfExistingKeyFails(t *testing.T) {
 	}
 	defer c.Close()
 	a := nft.Owner{Network: "cr", ContainerID: "aaaa", IfName: "eth0"}
-	if err := masq.Setup(ns, a, pfx("10.7.0.5/24")); err != nil {
-		t.Fatal(err)
-	}
+	fixture(t, c, a)
+	masq4, exempt4 := hash4, range4
 	for _, tc := range []struct {
 		name string
 		set  *nftables.Set
@@ -120,11 +144,12 @@ func TestLiveCreateOfExistingKeyFails(t *testing.T) {
 	}
 }
 
-// The life of two owners through both paths, on the running kernel: A's
-// first Setup (no table: nothing read), A again with another address
-// (marker present: slow path, old elements replaced), B taking over A's
-// address (no marker: fast path, finding A's elements by lookup), and both
-// torn down, which leaves nothing owned behind, markers included.
+// The life of two owners through the lookup paths, on the running
+// kernel: A's first Setup (no table: nothing read), A again with another
+// address (marker with a record: its old elements looked up and
+// replaced), B taking over A's address (no marker: fast path, finding A's
+// elements by lookup), and both torn down, which leaves nothing owned
+// behind, markers included.
 func TestLiveFastAndSlowPaths(t *testing.T) {
 	ns := privtest.NewNS(t)
 	c, err := nft.Open(ns)
@@ -146,17 +171,18 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		}
 	}
 	step("A fresh", func() error { return masq.Setup(ns, a, pfx("10.8.0.5/24")) }, 0, 0)
-	step("A again, other address", func() error { return masq.Setup(ns, a, pfx("10.8.0.6/24")) }, 0, 0)
-	got, err := c.Elements(masq4)
+	step("A again, other address", func() error { return masq.Setup(ns, a, pfx("10.8.0.6/24")) }, 1, 0)
+	got, err := c.Elements(src4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || netip.AddrFrom4([4]byte(got[0].Key)).String() != "10.8.0.6" || got[0].Comment != a.Tag() {
-		t.Errorf("masq4 after A's second Setup: %+v", got)
+		t.Errorf("src4 after A's second Setup: %+v", got)
 	}
 	step("B takes over", func() error { return masq.Setup(ns, b, pfx("10.8.0.6/24")) }, 1, 0)
 	nfttest.ExpectOwned(t, ns, "after B's take-over",
-		"inet masq4 "+b.Tag(), "inet exempt4 "+b.Tag(), "inet owners "+a.Tag(), "inet owners "+b.Tag())
+		"inet src4 "+b.Tag(), "inet local4 "+b.Tag(),
+		"inet owners "+a.MarkerWith("10.8.0.6/24").Comment, "inet owners "+b.MarkerWith("10.8.0.6/24").Comment)
 	for _, o := range []nft.Owner{a, b} {
 		if err := masq.Teardown(ns, o); err != nil {
 			t.Fatal(err)

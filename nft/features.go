@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -30,12 +31,19 @@ const (
 	// emulate them as list-then-delete under the generation guard (see
 	// Conn.RemoveElements); the probe lets callers prefer the real thing.
 	Destroy
+	// XTConntrackMatch: the x_tables conntrack match inside nf_tables rules
+	// (modules nft_compat and xt_conntrack), which rules in iptables-nft
+	// chains use (XTConntrack). A kernel built without them, as small
+	// embedded ones may be, cannot run iptables-nft's own conntrack rules
+	// either.
+	XTConntrackMatch
 	numFeatures
 )
 
 var features = [numFeatures]struct{ name, kernel string }{
-	ConcatRanges: {"concatenated interval sets", "5.6"},
-	Destroy:      {"destroy commands", "6.3"},
+	ConcatRanges:     {"concatenated interval sets", "5.6"},
+	Destroy:          {"destroy commands", "6.3"},
+	XTConntrackMatch: {"x_tables conntrack match (modules nft_compat, xt_conntrack)", "3.13"},
 }
 
 func (f Feature) String() string {
@@ -114,6 +122,10 @@ func definitive(err error) bool {
 // answers each, and aborts — nothing is ever created.
 var probeTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: TablePrefix + "probe"}
 
+// probeTable4 is the probe table for x_tables matches, which iptables-nft
+// uses in ip and ip6 tables only.
+var probeTable4 = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TablePrefix + "probe"}
+
 const nftMsgDestroyTable = 0x1a // NFT_MSG_DESTROYTABLE, Linux ≥ 6.3
 
 func (c *Conn) probe(f Feature) error {
@@ -135,6 +147,17 @@ func (c *Conn) probe(f Feature) error {
 			KeyEnd:  []byte{10, 0, 0, 255, 10, 0, 0, 1},
 			Comment: "probe",
 		}})
+		var err error
+		if msgs, err = b.messages(); err != nil {
+			return err
+		}
+	case XTConntrackMatch:
+		b := newBatch()
+		ch := &nftables.Chain{Table: probeTable4, Name: "probe"}
+		b.AddTable(probeTable4)
+		b.AddChain(ch)
+		x := XTConntrack{States: XTStateEstablished | XTStateRelated}
+		b.AddRule(&nftables.Rule{Table: probeTable4, Chain: ch, Exprs: []expr.Any{x.Match(), &expr.Verdict{Kind: expr.VerdictAccept}}}, "probe")
 		var err error
 		if msgs, err = b.messages(); err != nil {
 			return err

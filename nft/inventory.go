@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -73,4 +74,19 @@ func nlString(b []byte, typ uint16) string {
 		}
 	}
 	return ""
+}
+
+// nlUint32 returns the big-endian uint32 attribute typ of b.
+func nlUint32(b []byte, typ uint16) (uint32, bool) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return 0, false
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == typ {
+			return ad.Uint32(), ad.Err() == nil
+		}
+	}
+	return 0, false
 }

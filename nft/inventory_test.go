@@ -28,10 +28,10 @@ func TestOwnedElements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One address: one element in masq4, one in exempt4, and the owner's
-	// marker in owners (sorted by set name: exempt4, masq4, owners).
+	// One address: one element in src4, one in local4, and the owner's
+	// marker in owners (sorted by set name: local4, owners, src4).
 	if len(got) != 3 || !strings.HasPrefix(got[0].String(), "inet nftcni_masq ") || got[0].Comment != o.Tag() ||
-		got[2].Set != nft.OwnersSetName || got[2].Comment != o.Tag() {
+		got[1].Set != nft.OwnersSetName || got[1].Comment != o.MarkerWith("10.5.0.2/24").Comment {
 		t.Fatalf("owned elements after Setup: %v", got)
 	}
 	if err := masq.Teardown(ns, o); err != nil {

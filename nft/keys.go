@@ -2,6 +2,7 @@ package nft
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 )
@@ -24,6 +25,28 @@ func Pad(b []byte) []byte {
 		b = append(b, 0)
 	}
 	return b
+}
+
+// PrefixMask is the n-byte mask of a prefix of bits bits (255.255.255.0
+// for 24 of 4 bytes), for matching an address masked to a prefix length.
+func PrefixMask(bits, n int) []byte {
+	m := make([]byte, n)
+	for i := 0; i < bits && i < 8*n; i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return m
+}
+
+// UniqueElements drops repeated elements (a key both wanted and recorded
+// is looked up twice).
+func UniqueElements(els []Element) []Element {
+	var out []Element
+	for _, e := range els {
+		if !slices.ContainsFunc(out, func(o Element) bool { return SameElement(o, e) }) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // LastAddr is the highest address of p: the end of p's range in an

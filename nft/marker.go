@@ -1,6 +1,8 @@
 package nft
 
 import (
+	"strings"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 )
@@ -29,6 +31,35 @@ func OwnersSet(table *nftables.Table) *nftables.Set {
 // Marker is owner's element in the owners set (OwnersSet).
 func (o Owner) Marker() Element {
 	return Element{Key: []byte(o.AttachmentHash()), Comment: o.Tag()}
+}
+
+// MarkerWith is owner's marker carrying record: what the component needs
+// to recompute the elements of the owner's last Setup (its addresses, its
+// port mappings), so that Teardown, and a repeated Setup, look up exactly
+// those elements instead of reading whole sets. The record replaces the
+// container ID after the tag's hashes, behind "=" (which no container ID
+// starts with): `<h(network)>:<h(attachment)> =<record>`. A record that
+// would make the comment longer than MaxCommentLen is left out: the marker
+// is then the plain one, and Teardown reads whole sets.
+func (o Owner) MarkerWith(record string) Element {
+	e := o.Marker()
+	if c := NetworkHash(o.Network) + ":" + o.AttachmentHash() + " =" + record; record != "" && len(c) <= MaxCommentLen {
+		e.Comment = c
+	}
+	return e
+}
+
+// Record is the record in owner's marker among cur (as read by
+// OwnerMarker); ok is false when owner has no marker there, or one
+// without a record.
+func (o Owner) Record(cur []Element) (record string, ok bool) {
+	for _, e := range cur {
+		if o.OwnedBy(e.Comment) {
+			_, rest, _ := strings.Cut(e.Comment, " ")
+			return strings.CutPrefix(rest, "=")
+		}
+	}
+	return "", false
 }
 
 // OwnerMarker reads owner's marker in the owners set of table. cur is

@@ -58,8 +58,12 @@ func TestExplainUnsupported(t *testing.T) {
 	if probes != 1 {
 		t.Errorf("%d probes, want 1 (cached)", probes)
 	}
-	// The probe batch has no batch end: the kernel validates and aborts.
-	for _, b := range f.Batches {
+	// The probe batch has no batch end: the kernel validates and aborts
+	// (the fake files such batches under Probes).
+	if len(f.Batches) != 0 || len(f.Probes) != 1 {
+		t.Errorf("%d batches, %d probes; want 0, 1", len(f.Batches), len(f.Probes))
+	}
+	for _, b := range f.Probes {
 		if last := b[len(b)-1]; last.Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_END) {
 			t.Error("probe batch would commit: it ends with NFNL_MSG_BATCH_END")
 		}

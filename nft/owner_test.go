@@ -54,3 +54,22 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+// A component tag reads as its owner's tag and names its component; a
+// plain tag names none, whatever the container ID looks like.
+func TestComponentTag(t *testing.T) {
+	for _, o := range []Owner{
+		{Network: "n", ContainerID: "c0ffee", IfName: "eth0"},
+		{Network: "n", ContainerID: "portmap", IfName: "eth0"},
+		{Network: "n", IfName: "eth0"},
+		{Network: "n", ContainerID: strings.Repeat("a", 300), IfName: "eth0"},
+	} {
+		ct := o.ComponentTag("portmap")
+		if !o.OwnedBy(ct) || TagComponent(ct) != "portmap" || len(ct) > MaxCommentLen {
+			t.Errorf("%+v: component tag %q", o, ct)
+		}
+		if TagComponent(o.Tag()) != "" {
+			t.Errorf("%+v: plain tag %q names a component", o, o.Tag())
+		}
+	}
+}

@@ -18,7 +18,9 @@ type Element struct {
 	Key    []byte
 	KeyEnd []byte
 	// Val is a map element's data (nil in plain sets).
-	Val     []byte
+	Val []byte
+	// Jump is a verdict map element's data: the chain it jumps to.
+	Jump    string
 	Comment string
 }
 
@@ -161,7 +163,7 @@ func decodeElements(b []byte) ([]Element, error) {
 						case nftaSetElemKeyEnd:
 							el.Nested(dataValue(&e.KeyEnd))
 						case unix.NFTA_SET_ELEM_DATA:
-							el.Nested(dataValue(&e.Val))
+							el.Nested(data(&e.Val, &e.Jump))
 						case unix.NFTA_SET_ELEM_USERDATA:
 							e.Comment = comment(el.Bytes())
 						}
@@ -174,6 +176,29 @@ func decodeElements(b []byte) ([]Element, error) {
 		})
 	}
 	return out, ad.Err()
+}
+
+// data reads a map element's nft_data: a value, or a verdict whose chain
+// (a jump's or goto's target) goes to jump.
+func data(val *[]byte, jump *string) func(*netlink.AttributeDecoder) error {
+	return func(ad *netlink.AttributeDecoder) error {
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.NFTA_DATA_VALUE:
+				*val = ad.Bytes()
+			case unix.NFTA_DATA_VERDICT:
+				ad.Nested(func(v *netlink.AttributeDecoder) error {
+					for v.Next() {
+						if v.Type() == unix.NFTA_VERDICT_CHAIN {
+							*jump = v.String()
+						}
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	}
 }
 
 // dataValue reads NFTA_DATA_VALUE out of a nested nft_data attribute.
@@ -203,37 +228,46 @@ func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
 	}
 	var out []Rule
 	for _, m := range msgs {
-		if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		r, table, chain, err := decodeRule(m)
 		if err != nil {
-			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
-		}
-		ad.ByteOrder = binary.BigEndian
-		var r Rule
-		var table, chain string
-		for ad.Next() {
-			switch ad.Type() {
-			case unix.NFTA_RULE_TABLE:
-				table = ad.String()
-			case unix.NFTA_RULE_CHAIN:
-				chain = ad.String()
-			case unix.NFTA_RULE_HANDLE:
-				r.Handle = ad.Uint64()
-			case unix.NFTA_RULE_USERDATA:
-				r.Comment = comment(ad.Bytes())
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("decoding rule of chain %s: %w", ch.Name, err)
+			return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
 		}
 		// Kernels filter the dump by table and chain; check anyway.
-		if table == ch.Table.Name && chain == ch.Name {
-			out = append(out, r)
+		if r != nil && table == ch.Table.Name && chain == ch.Name {
+			out = append(out, *r)
 		}
 	}
 	return out, nil
+}
+
+// decodeRule reads handle, comment, table and chain of a NEWRULE message;
+// nil for any other message.
+func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
+	if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
+		return nil, "", "", nil
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	r = &Rule{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_TABLE:
+			table = ad.String()
+		case unix.NFTA_RULE_CHAIN:
+			chain = ad.String()
+		case unix.NFTA_RULE_HANDLE:
+			r.Handle = ad.Uint64()
+		case unix.NFTA_RULE_USERDATA:
+			r.Comment = comment(ad.Bytes())
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
+	}
+	return r, table, chain, nil
 }
 
 func cstr(s string) []byte { return append([]byte(s), 0) }

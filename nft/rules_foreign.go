@@ -3,6 +3,7 @@ package nft
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -12,20 +13,27 @@ import (
 // Rules in chains that are not ours.
 //
 // Everything else in this package refuses to write outside our own
-// nftcni_* tables. The firewall needs one narrow exception: an
-// iptables-nft `filter FORWARD` chain with a DROP policy drops forwarded
-// packets whatever our own table accepts (a drop in any base chain is
-// final), so the firewall puts accept rules for its containers into that
-// chain. The exception is kept small:
+// nftcni_* tables. Two components need a narrow exception: in nftables an
+// accept in our table does not stop a drop in another table's base chain
+// on the same hook, so an iptables-nft `filter FORWARD` chain with a DROP
+// policy (Docker, kube-proxy) or an administrator's own forward chain with
+// one drops our containers' packets whatever our tables accept. The
+// firewall and portmap therefore put accept rules for their attachments
+// into those chains (package nft/foreign). The exception is kept small:
 //
-//   - rules only: never a table, chain or set of someone else's, so a
-//     table that does not exist is never created;
-//   - only into a chain the same Update saw existing (Tx.ChainExists; the
-//     generation guard makes sure it still does at commit);
-//   - every rule carries an owner tag (ParseTag must accept the comment),
-//     and deletions go by the handle of a rule read in the same Update.
+//   - rules, and only owner-tagged ones (ParseTag must accept the
+//     comment); deletions go by the handle of a rule read in the same
+//     Update, whose tag the caller checked;
+//   - no table, chain or set of someone else's is ever modified or
+//     deleted; the one thing created is iptables-nft's own FORWARD chain
+//     (CreateIptablesForward), exactly as iptables-nft would create it,
+//     when it does not exist yet: a DROP policy set on it later must find
+//     our rules already there. Its table is deleted again
+//     (DeleteIptablesFilter) only with the last rule in it and only when
+//     it holds nothing else (BareIptablesFilter): a table that filters
+//     nothing and that iptables cannot tell from no table.
 
-// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
+// ChainExists reports whether chain ch exists. Unlike// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
 // reads a missing chain as empty, it tells an empty chain from none.
 func (tx *Tx) ChainExists(ch *nftables.Chain) (bool, error) { return tx.c.chainExists(ch) }
 
@@ -74,4 +82,132 @@ func (b *Batch) DeleteForeignRule(ch *nftables.Chain, h uint64) {
 		return
 	}
 	b.n++
+}
+
+// iptablesPriority is the priority iptables-nft gives the filter table's
+// base chains (NF_IP_PRI_FILTER).
+var iptablesPriority = nftables.ChainPriorityFilter
+
+// IptablesForward is the FORWARD chain of iptables-nft's filter table of
+// family fam (ip or ip6), defined as iptables-nft defines it: type filter,
+// hook forward, priority 0, policy accept.
+func IptablesForward(fam nftables.TableFamily) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Table: &nftables.Table{Family: fam, Name: "filter"}, Name: "FORWARD",
+		Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookForward, Priority: iptablesPriority, Policy: &accept,
+	}
+}
+
+// CreateIptablesForward creates the FORWARD chain of iptables-nft's filter
+// table of family fam — and, with addTable, the table — as
+// `iptables-nft -L FORWARD` would (IptablesForward). The chain is created
+// with NLM_F_EXCL (`nft create chain`): if it appeared in the meantime the
+// batch fails rather than touch it (re-sending an existing base chain
+// would reset its policy). The table is sent only when the caller saw it
+// missing in the same Update; the generation guard makes sure it still is.
+func (b *Batch) CreateIptablesForward(fam nftables.TableFamily, addTable bool) {
+	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
+		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
+		return
+	}
+	ch := IptablesForward(fam)
+	if addTable {
+		b.rec.AddTable(ch.Table)
+		b.n++
+	}
+	b.excl = append(b.excl, b.n)
+	b.rec.AddChain(ch)
+	b.n++
+}
+
+// BareIptablesFilter reports whether iptables-nft's filter table of family
+// fam exists and holds nothing but a FORWARD chain with policy accept: no
+// other chain, no set. Such a table filters nothing, and iptables shows it
+// exactly as it shows no table (it lists its built-in chains either way).
+func (tx *Tx) BareIptablesFilter(fam nftables.TableFamily) (bool, error) {
+	t := IptablesForward(fam).Table
+	chains, err := tx.c.request(unix.NFT_MSG_GETCHAIN, byte(fam), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(t.Name)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading chains of %s %s: %w", familyName(fam), t.Name, err)
+	}
+	forward := false
+	for _, m := range chains {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWCHAIN) {
+			continue
+		}
+		// Chain dumps are not filtered by table on every kernel.
+		if nlString(m.Data[4:], unix.NFTA_CHAIN_TABLE) != t.Name {
+			continue
+		}
+		if nlString(m.Data[4:], unix.NFTA_CHAIN_NAME) != "FORWARD" || forward {
+			return false, nil
+		}
+		forward = true
+		p, ok := nlUint32(m.Data[4:], unix.NFTA_CHAIN_POLICY)
+		if !ok || nftables.ChainPolicy(p) != nftables.ChainPolicyAccept {
+			return false, nil
+		}
+	}
+	if !forward {
+		return false, nil
+	}
+	sets, err := tx.c.request(unix.NFT_MSG_GETSET, byte(fam), netlink.Dump, []netlink.Attribute{
+		{Type: unix.NFTA_SET_TABLE, Data: cstr(t.Name)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading sets of %s %s: %w", familyName(fam), t.Name, err)
+	}
+	for _, m := range sets {
+		if m.Header.Type == msgType(unix.NFT_MSG_NEWSET) && nlString(m.Data[4:], unix.NFTA_SET_TABLE) == t.Name {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// DeleteIptablesFilter deletes iptables-nft's filter table of family fam,
+// which the caller saw bare (Tx.BareIptablesFilter) in the same Update and
+// whose FORWARD chain's last rules — ours — the same batch deletes: what
+// CreateIptablesForward made, once nothing of anyone's is left in it.
+func (b *Batch) DeleteIptablesFilter(fam nftables.TableFamily) {
+	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
+		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
+		return
+	}
+	b.rec.DelTable(IptablesForward(fam).Table)
+	b.n++
+}
+
+// ChainRule is a rule read by Tx.AllRules, with its chain.
+type ChainRule struct {
+	Chain *nftables.Chain
+	Rule
+}
+
+// AllRules reads every rule of every table that is not ours (nftcni_*),
+// in every family: one dump, whose size grows with the host's ruleset, so
+// only GC uses it, to find rules of ours wherever they are.
+func (tx *Tx) AllRules() ([]ChainRule, error) {
+	msgs, err := tx.c.request(unix.NFT_MSG_GETRULE, unix.AF_UNSPEC, netlink.Dump, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading all rules: %w", err)
+	}
+	var out []ChainRule
+	for _, m := range msgs {
+		r, table, chain, err := decodeRule(m)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || strings.HasPrefix(table, TablePrefix) {
+			continue
+		}
+		out = append(out, ChainRule{
+			Chain: &nftables.Chain{Table: &nftables.Table{Family: nftables.TableFamily(m.Data[0]), Name: table}, Name: chain},
+			Rule:  *r,
+		})
+	}
+	return out, nil
 }

@@ -31,13 +31,28 @@ type Opener func(ns *netns.NS) (*Conn, error)
 //
 // Besides Sets, the table holds the owners set (OwnersSet), one marker per
 // owner, which lets Setup skip reading whole sets for an owner that has
-// nothing in them yet.
+// nothing in them yet, and carries the record from which Recompute
+// rebuilds what the owner has, so that Teardown looks those elements up
+// instead of reading whole sets.
 type TaggedTable struct {
 	Table *nftables.Table
 	Chain *nftables.Chain
 	Sets  []*nftables.Set
 	// Rules builds the chain's static rules.
 	Rules func() []StaticRule
+	// Chains are the regular chains the wanted elements jump to (from a
+	// verdict map) with their static rules: Setup makes sure they exist
+	// before it adds the elements. They are never removed, as other
+	// owners' elements may jump to them.
+	Chains func(want map[*nftables.Set][]Element) []ChainRules
+	// Recompute rebuilds, from the record of owner's marker (the record
+	// argument of Setup), the elements that Setup wanted. Nil, or an
+	// error, and Teardown reads whole sets.
+	Recompute func(owner Owner, record string) (map[*nftables.Set][]Element, error)
+	// Legacy are the sets of an earlier layout of the table: Teardown of
+	// an owner whose marker has no record and GC remove what they hold of
+	// it; Setup ignores them.
+	Legacy []*nftables.Set
 	// Needs are the kernel features a Setup's batch relies on: a failed
 	// batch is explained by them (Conn.Explain).
 	Needs []Feature
@@ -50,6 +65,12 @@ type TaggedTable struct {
 	Open Opener
 }
 
+// ChainRules is a chain with its static rules.
+type ChainRules struct {
+	Chain *nftables.Chain
+	Rules []StaticRule
+}
+
 func (t *TaggedTable) open(ns *netns.NS) (*Conn, error) {
 	if t.Open != nil {
 		return t.Open(ns)
@@ -57,28 +78,40 @@ func (t *TaggedTable) open(ns *netns.NS) (*Conn, error) {
 	return Open(ns)
 }
 
+// readMode is how a Setup or Teardown reads what is there.
+type readMode int
+
+const (
+	readNone     readMode = iota // no table: nothing to read
+	readFast                     // no marker of the owner: look up the wanted keys
+	readRecorded                 // a marker with a record: look up the wanted keys and the recorded ones
+	readSlow                     // read whole sets
+)
+
 // Setup makes sure, in ns, the table, chain, sets and rules exist and that
 // each set holds want[set], owned by owner: owner's previous elements and
 // those takeOver selects (another owner's elements for the same key, say)
-// are replaced, and owner's marker is in the owners set (OwnersSet). It is
-// one batch guarded by the generation, and idempotent. Errors read
-// "<what>: <cause>".
+// are replaced, and owner's marker, carrying record (Owner.MarkerWith), is
+// in the owners set (OwnersSet). It is one batch guarded by the generation,
+// and idempotent. Errors read "<what>: <cause>".
 //
-// Two ways to read what is there. The slow path dumps every set (cost
-// grows with the attachments on the host); it is the reference semantics
-// and is taken when owner's marker is present, i.e. owner may have
-// previous elements with other keys. The fast path, when the table exists
-// but owner's marker does not, reads only the elements with the wanted
-// keys (Tx.Lookup), which is all that take-over decisions need when owner
-// has nothing else, and adds with NLM_F_EXCL (Batch.ReplaceLookedUp), so
-// that an element the lookup missed fails the batch instead of being kept
-// with another owner's tag. If anything on the fast path fails — a read, the plan,
-// or the batch (an interval overlap an exact lookup cannot see makes the
-// kernel refuse it with EEXIST or ENOTEMPTY; a kernel answering lookups in
+// Three ways to read what is there. The slow path dumps every set (cost
+// grows with the attachments on the host); it is the reference semantics.
+// The fast path, when the table exists but owner's marker does not, reads
+// only the elements with the wanted keys (Tx.Lookup), which is all that
+// take-over decisions need when owner has nothing else, and adds with
+// NLM_F_EXCL (Batch.ReplaceLookedUp), so that an element the lookup missed
+// fails the batch instead of being kept with another owner's tag. With
+// owner's marker present and carrying a record, the recorded path looks
+// up the wanted keys and those Recompute derives from the record — owner's
+// previous elements — the same way. Without a record, the slow path. If
+// anything on the fast or recorded path fails — a read, the plan, or the
+// batch (an interval overlap an exact lookup cannot see makes the kernel
+// refuse it with EEXIST or ENOTEMPTY; a kernel answering lookups in
 // interval sets differently) — the whole Setup runs once more on the slow
-// path, so the fast path is an optimisation that can only fall back, never
-// a different result. A missing table has nothing to read at all.
-func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]Element,
+// path, so those paths are optimisations that can only fall back, never a
+// different result. A missing table has nothing to read at all.
+func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]Element, record string,
 	takeOver func(s *nftables.Set, e Element) bool, what string) error {
 	c, err := t.open(ns)
 	if err != nil {
@@ -94,14 +127,25 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 				return err
 			}
 			var markers []Element
-			slow := true
+			var prev map[*nftables.Set][]Element
+			mode := readNone
 			if exists {
 				var mine bool
 				if markers, mine, err = tx.OwnerMarker(t.Table, owner); err != nil {
 					return err
 				}
-				slow = slowOnly || mine
-				*fast = !slow
+				switch {
+				case slowOnly:
+					mode = readSlow
+				case !mine:
+					mode = readFast
+				default:
+					mode = readSlow
+					if prev = t.recorded(owner, markers); prev != nil {
+						mode = readRecorded
+					}
+				}
+				*fast = mode == readFast || mode == readRecorded
 			}
 			b := tx.Batch()
 			b.AddTable(t.Table)
@@ -115,33 +159,47 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 			if err := tx.EnsureRules(t.Chain, t.Rules()); err != nil {
 				return err
 			}
+			// After the sets their rules look up, before the elements
+			// jumping to them.
+			if t.Chains != nil {
+				for _, cr := range t.Chains(want) {
+					if err := tx.EnsureChain(cr.Chain); err != nil {
+						return err
+					}
+					if err := tx.EnsureRules(cr.Chain, cr.Rules); err != nil {
+						return err
+					}
+				}
+			}
 			for _, s := range t.Sets {
 				var cur []Element
-				switch {
-				case !exists:
-				case slow:
+				switch mode {
+				case readNone:
+				case readSlow:
 					cur, err = tx.Elements(s)
-				default:
+				case readFast:
 					cur, err = tx.Lookup(s, want[s])
+				case readRecorded:
+					cur, err = tx.Lookup(s, append(slices.Clip(want[s]), prev[s]...))
 				}
 				if err != nil {
 					return err
 				}
 				drop := func(e Element) bool { return owner.OwnedBy(e.Comment) || takeOver(s, e) }
 				if *fast && t.TakeOverByPrefix && slices.ContainsFunc(cur, func(e Element) bool {
-					return drop(e) && !slices.ContainsFunc(want[s], func(w Element) bool { return SameElement(e, w) })
+					return drop(e) && !owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want[s], func(w Element) bool { return SameElement(e, w) })
 				}) {
 					return errSlowPath
 				}
 				if *fast {
-					b.ReplaceLookedUp(s, cur, want[s], drop)
+					b.ReplaceLookedUp(s, UniqueElements(cur), want[s], drop)
 				} else {
 					b.ReplaceElements(s, cur, want[s], drop)
 				}
 			}
 			// The marker's key is owner's: whoever holds it is replaced.
 			// Markers are always looked up, never dumped.
-			b.ReplaceLookedUp(owners, markers, []Element{owner.Marker()}, func(Element) bool { return true })
+			b.ReplaceLookedUp(owners, markers, []Element{owner.MarkerWith(record)}, func(Element) bool { return true })
 			return nil
 		}
 	}
@@ -160,10 +218,24 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 	return nil
 }
 
-// paths counts the Setups that ended their first Update on the fast path,
-// and those of them that had to fall back to the slow one: live tests
-// check with them that the kernel answers lookups as the fast path
-// expects (see export_test.go).
+// recorded is what owner's marker among markers says owner has (nil when
+// it has no record, or Recompute cannot read it).
+func (t *TaggedTable) recorded(owner Owner, markers []Element) map[*nftables.Set][]Element {
+	rec, ok := owner.Record(markers)
+	if !ok || t.Recompute == nil {
+		return nil
+	}
+	prev, err := t.Recompute(owner, rec)
+	if err != nil || prev == nil {
+		return nil
+	}
+	return prev
+}
+
+// paths counts the Setups that ended their first Update on a lookup path
+// (fast or recorded), and those of them that had to fall back to the slow
+// one: live tests check with them that the kernel answers lookups as those
+// paths expect (see export_test.go).
 var paths struct{ fast, fallback atomic.Int64 }
 
 // errSlowPath stops a fast-path plan that found it cannot decide alone;
@@ -173,23 +245,73 @@ var errSlowPath = errors.New("nftables: fast path cannot decide, reading whole s
 // Teardown removes, in ns, everything owner added. Nothing to remove is
 // success, and then nothing is written (no table is created). Errors read
 // "<what>: <cause>".
+//
+// It reads no whole set when it can help it: without owner's marker the
+// owner has nothing here (a Setup writes the marker with its elements, a
+// Teardown removes it with the last of them), and with a marker carrying
+// a record it looks up exactly the elements Recompute derives from it,
+// deleting those still tagged as owner's (another owner may have taken a
+// key over since). A marker without a record (written before records
+// existed) makes it read whole sets, legacy ones too. Known limit: state
+// written before owner markers existed at all is left to GC.
 func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
-	return t.remove(ns, owner.OwnedBy, what)
+	c, err := t.open(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	owners := OwnersSet(t.Table)
+	err = c.Update(func(tx *Tx) error {
+		exists, err := tx.TableExists(t.Table)
+		if err != nil || !exists {
+			return err
+		}
+		markers, mine, err := tx.OwnerMarker(t.Table, owner)
+		if err != nil || !mine {
+			return err
+		}
+		prev := t.recorded(owner, markers)
+		if prev == nil {
+			return removeMatching(tx, t.Table, append(slices.Concat(t.Sets, t.Legacy), owners), owner.OwnedBy)
+		}
+		b := tx.Batch()
+		for _, s := range t.Sets {
+			cur, err := tx.Lookup(s, prev[s])
+			if err != nil {
+				return err
+			}
+			var del []Element
+			for _, e := range UniqueElements(cur) {
+				if owner.OwnedBy(e.Comment) {
+					del = append(del, e)
+				}
+			}
+			b.DeleteElements(s, del)
+		}
+		var del []Element
+		for _, e := range markers {
+			if owner.OwnedBy(e.Comment) {
+				del = append(del, e)
+			}
+		}
+		b.DeleteElements(owners, del)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // GC removes, in ns, everything of network not owned by one of valid.
 func (t *TaggedTable) GC(ns *netns.NS, network string, valid []Owner, what string) error {
-	return t.remove(ns, func(comment string) bool { return Stale(comment, network, valid) }, what)
-}
-
-func (t *TaggedTable) remove(ns *netns.NS, match func(comment string) bool, what string) error {
 	c, err := t.open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
 	// The owners set is last: a marker goes with the owner's last element.
-	if _, err := c.RemoveElements(t.Table, append(slices.Clip(t.Sets), OwnersSet(t.Table)), match); err != nil {
+	if _, err := c.RemoveElements(t.Table, append(slices.Concat(t.Sets, t.Legacy), OwnersSet(t.Table)), StaleFunc(network, valid)); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

@@ -67,6 +67,11 @@ func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { retur
 // a missing chain reads as empty.
 func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
 
+// Require is Conn.Require: whether the kernel has f. A probe is a
+// check-only batch, which commits nothing and so leaves the generation
+// this attempt started at as it is.
+func (tx *Tx) Require(f Feature) error { return tx.c.Require(f) }
+
 // EnsureChain adds ch to the batch unless it exists already with the
 // policy we want. Every component calls it for its chains instead of
 // Batch.AddChain.
@@ -145,6 +150,12 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 		}
 		err = c.sendBatch(msgs, &gen, false)
 		if err == nil {
+			for _, m := range msgs {
+				switch int(m.Header.Type) & 0xff {
+				case unix.NFT_MSG_DELSETELEM, unix.NFT_MSG_DELRULE, unix.NFT_MSG_DELSET, unix.NFT_MSG_DELCHAIN, unix.NFT_MSG_DELTABLE:
+					c.released = true
+				}
+			}
 			return tx.runAfter()
 		}
 		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
@@ -196,7 +207,8 @@ func (tx *Tx) EnsureRules(ch *nftables.Chain, rules []StaticRule) error {
 // SameElement reports whether a and b have the same key, range end, map
 // data and comment.
 func SameElement(a, b Element) bool {
-	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && bytes.Equal(a.Val, b.Val) && a.Comment == b.Comment
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.KeyEnd, b.KeyEnd) && bytes.Equal(a.Val, b.Val) && a.Jump == b.Jump &&
+		a.Comment == b.Comment
 }
 
 // ReplaceElements adds to the batch what turns set s, currently holding
@@ -261,21 +273,30 @@ func (c *Conn) RemoveElements(table *nftables.Table, sets []*nftables.Set, match
 		if err != nil || !ok {
 			return err
 		}
-		for _, s := range sets {
-			cur, err := tx.Elements(s)
-			if err != nil {
-				return err
-			}
-			var del []Element
-			for _, e := range cur {
-				if match(e.Comment) {
-					del = append(del, e)
-				}
-			}
-			tx.Batch().DeleteElements(s, del)
-			removed += len(del)
-		}
-		return nil
+		return removeMatching(tx, table, sets, match, &removed)
 	})
 	return removed, err
+}
+
+// removeMatching adds to tx's batch the deletion of every element of sets
+// whose comment satisfies match, reading the sets whole, and adds their
+// number to each of counts.
+func removeMatching(tx *Tx, table *nftables.Table, sets []*nftables.Set, match func(comment string) bool, counts ...*int) error {
+	for _, s := range sets {
+		cur, err := tx.Elements(s)
+		if err != nil {
+			return err
+		}
+		var del []Element
+		for _, e := range cur {
+			if match(e.Comment) {
+				del = append(del, e)
+			}
+		}
+		tx.Batch().DeleteElements(s, del)
+		for _, n := range counts {
+			*n += len(del)
+		}
+	}
+	return nil
 }

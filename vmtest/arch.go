@@ -134,3 +134,27 @@ func (a *guestArch) checkStatic(path string) error {
 	}
 	return nil
 }
+
+// checkReference fails unless every file in dir, the reference plugins
+// shipped to the guest, is a static executable for the architecture: the
+// reference plugins built for the host fail in a guest of another one
+// with an exec format error in every differential scenario.
+func (a *guestArch) checkReference(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reference plugins: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := a.checkStatic(filepath.Join(dir, e.Name())); err != nil {
+			hint := "make reference builds them into REFDIR"
+			if !a.native() {
+				hint = "make reference ARCH=" + a.goarch + " builds them for the guest into REFDIR/" + a.goarch
+			}
+			return fmt.Errorf("reference plugins: %w (%s)", err, hint)
+		}
+	}
+	return nil
+}

@@ -3,6 +3,8 @@ package vmtest
 import (
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -255,5 +257,68 @@ func TestProgramFilesSysroot(t *testing.T) {
 		if got[g] != h {
 			t.Errorf("%s: from %q, want %q (all: %v)", g, got[g], h, got)
 		}
+	}
+}
+
+// fakeELF is an executable's ELF header for machine m, with a PT_INTERP
+// program header when dynamic: what checkStatic reads.
+func fakeELF(t *testing.T, m elf.Machine, dynamic bool) []byte {
+	t.Helper()
+	h := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(m), Version: uint32(elf.EV_CURRENT),
+		Ehsize: 64, Phentsize: 56,
+	}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	var progs []elf.Prog64
+	if dynamic {
+		h.Phoff, h.Phnum = 64, 1
+		progs = append(progs, elf.Prog64{Type: uint32(elf.PT_INTERP), Off: 120, Filesz: 1, Memsz: 1})
+	}
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, h)
+	binary.Write(&b, binary.LittleEndian, progs)
+	b.WriteByte(0)
+	return b.Bytes()
+}
+
+// TestCheckReference: the reference plugins shipped to a guest must be
+// static executables of its architecture (the amd64 ones `make reference`
+// builds first would fail every differential scenario of an arm64 guest
+// with an exec format error); directories beside them (REFDIR/arm64)
+// are not looked at, and the error says how to build the right ones.
+func TestCheckReference(t *testing.T) {
+	amd64, _ := lookupArch("amd64")
+	arm64, _ := lookupArch("arm64")
+	dir := func(m elf.Machine, dynamic bool) string {
+		d := t.TempDir()
+		write(t, filepath.Join(d, "bridge"), fakeELF(t, m, false))
+		write(t, filepath.Join(d, "ptp"), fakeELF(t, m, dynamic))
+		write(t, filepath.Join(d, "other-arch", "bridge"), fakeELF(t, elf.EM_MIPS, false))
+		return d
+	}
+	x86, arm, dyn := dir(elf.EM_X86_64, false), dir(elf.EM_AARCH64, false), dir(elf.EM_X86_64, true)
+	for _, tt := range []struct {
+		a    *guestArch
+		dir  string
+		want string // "" for no error, else part of it
+	}{
+		{amd64, x86, ""},
+		{arm64, arm, ""},
+		{amd64, arm, "not amd64"},
+		{arm64, x86, "make reference ARCH=arm64 builds them for the guest into REFDIR/arm64"},
+		{amd64, dyn, "dynamically linked"},
+		{amd64, filepath.Join(x86, "missing"), "no such file"},
+	} {
+		err := tt.a.checkReference(tt.dir)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s guest, %s: %v", tt.a.goarch, tt.dir, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s guest, %s: error %v, want one with %q", tt.a.goarch, tt.dir, err, tt.want)
+		}
+	}
+	if native, _ := lookupArch(""); native.checkReference(arm) != nil && native.checkReference(x86) != nil {
+		t.Error("the host's architecture accepts neither")
 	}
 }

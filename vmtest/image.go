@@ -26,6 +26,7 @@ type imageSpec struct {
 	sysroot  string // where programs and their libraries are: / or the cache's tree
 	triplet  string // Debian's multiarch name of the guest's libraries directory
 	nftcni   string // directory with nftcni and its plugin links
+	refdir   string // reference plugins (differential tests), copied to /reference; "" for none
 	pkgs     []testPkg
 	args     []string
 	env      map[string]string
@@ -100,6 +101,15 @@ func writeInitramfs(file string, s imageSpec) error {
 			c.CopyFile(guest, files[guest])
 		}
 	}
+	for _, d := range programData(s.triplet) {
+		src, err := inRoot(s.sysroot, d)
+		if err != nil {
+			return fmt.Errorf("program data %s: %w", d, err)
+		}
+		if err := copyTree(c, src, d); err != nil {
+			return fmt.Errorf("program data %s: %w", d, err)
+		}
+	}
 
 	// nftcni and its links, as `nftcni install` left them.
 	entries, err := os.ReadDir(s.nftcni)
@@ -117,6 +127,10 @@ func writeInitramfs(file string, s imageSpec) error {
 		} else if e.Type().IsRegular() {
 			c.CopyFile("nftcni/"+e.Name(), p)
 		}
+	}
+
+	if err := copyReference(c, s.refdir); err != nil {
+		return err
 	}
 
 	// Test binaries, each package's testdata, the plan.
@@ -207,4 +221,24 @@ func copyTree(c *cpioWriter, src, dst string) error {
 		}
 		return nil
 	})
+}
+
+// copyReference copies the reference plugins' binaries (static, from `make
+// reference`) to /reference, where the differential tests find them
+// through NFTCNI_REFERENCE_DIR; an empty dir copies nothing.
+func copyReference(c *cpioWriter, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reference plugins: %w", err)
+	}
+	c.Dir("reference")
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			c.CopyFile("reference/"+e.Name(), filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
 }

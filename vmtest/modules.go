@@ -40,6 +40,9 @@ var Modules = []string{
 	// xtables matches inside nftables rules (nft_compat), as iptables-nft
 	// writes them: the firewall plugin's rules in foreign FORWARD chains.
 	"nft_compat", "xt_conntrack", "xt_comment",
+	// …and what Docker's iptables-nft rules use, which the coexistence
+	// tests build (internal/hostfw).
+	"xt_addrtype", "xt_tcpudp", "xt_nat", "xt_MASQUERADE",
 }
 
 // mergedInto names modules of the list that newer kernels build into

@@ -13,8 +13,18 @@ import (
 // with their dynamic loader and shared libraries when the host has them
 // (a test whose program is missing fails in the guest as it would on the
 // host). They are test peers, not tools the plugins use: dnsmasq is the
-// real DHCP server the dhcp plugin's tests lease addresses from.
-var Programs = []string{"dnsmasq"}
+// real DHCP server the dhcp plugin's tests lease addresses from; the
+// iptables programs and nft build Docker's and kube-proxy's rules and an
+// administrator's ruleset for the coexistence tests (internal/hostfw).
+var Programs = []string{"dnsmasq", "iptables", "ip6tables", "iptables-save", "ip6tables-save", "nft"}
+
+// programData are the directories Programs load files from at run time,
+// for the guest's multiarch triplet, copied as they are from the sysroot
+// when it has them: iptables' extensions, which it dlopens (following the
+// ELF imports does not find them).
+func programData(triplet string) []string {
+	return []string{"/usr/lib/" + triplet + "/xtables"}
+}
 
 // libDirs are where the libraries of a Debian program are looked for,
 // under the sysroot its packages are in (the host's / for the host's

@@ -302,3 +302,37 @@ func TestProgramFiles(t *testing.T) {
 		t.Errorf("the program itself: %v", files)
 	}
 }
+
+// TestCopyReference: the reference plugins land in /reference, files only;
+// without a directory nothing is added.
+func TestCopyReference(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bridge"), []byte("ELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir  string
+		want []cpioEntry
+	}{
+		{"", nil},
+		{dir, []cpioEntry{{"reference", cpioDir | 0o755, ""}, {"reference/bridge", cpioFile | 0o755, "ELF"}}},
+	} {
+		var buf bytes.Buffer
+		c := newCPIO(&buf)
+		if err := copyReference(c, tt.dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := readCPIO(t, buf.Bytes()); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("copyReference(%q): %v, want %v", tt.dir, got, tt.want)
+		}
+	}
+	if guestReference("") != "" || guestReference(dir) != "/reference" {
+		t.Error("guestReference")
+	}
+}

@@ -88,7 +88,25 @@ type Config struct {
 	// prints where it is.
 	Keep bool
 
+	// Reference is a directory of reference plugin binaries (`make
+	// reference`) built for the guest's architecture, shipped to the
+	// guest as /reference for the differential tests, which find it
+	// through EnvReference there. Empty: none.
+	Reference string
+
 	arch *guestArch // Arch, resolved
+}
+
+// EnvReference names the reference plugins' directory: Config.Reference's
+// default on the host, /reference in the guest.
+const EnvReference = "NFTCNI_REFERENCE_DIR"
+
+// guestReference is EnvReference's value in the guest.
+func guestReference(hostDir string) string {
+	if hostDir == "" {
+		return ""
+	}
+	return "/reference"
 }
 
 // Environment variables ConfigFromEnv reads.
@@ -128,6 +146,7 @@ func ConfigFromEnv() (Config, error) {
 		Timeout:        40 * time.Minute,
 		PackageTimeout: 15 * time.Minute,
 		NoSkip:         os.Getenv(EnvNoSkip) == "1",
+		Reference:      os.Getenv(EnvReference),
 		ExtraModules: strings.FieldsFunc(os.Getenv(EnvExtraModules), func(r rune) bool {
 			return r == ',' || r == ' '
 		}),
@@ -314,12 +333,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sysroot:  cfg.arch.sysroot(),
 		triplet:  cfg.arch.triplet,
 		nftcni:   nftcniDir,
+		refdir:   cfg.Reference,
 		pkgs:     pkgs,
 		args:     cfg.testArgs(),
 		env: map[string]string{
 			"NFTCNI_REQUIRE_PRIV":     "1",
 			"NFTCNI_REQUIRE_KIND_ALL": "1",
 			"NFTCNI_TEST_BINARY":      "/nftcni/nftcni",
+			EnvReference:              guestReference(cfg.Reference),
 			GuestEnv:                  "1",
 			"HOME":                    "/root",
 			"TMPDIR":                  "/tmp",
@@ -399,6 +420,11 @@ func (c *Config) resolve() error {
 			hint = "scripts/test-deps vmtest ARCH=" + c.arch.goarch + " unpacks busybox-static:" + c.arch.goarch
 		}
 		return fmt.Errorf("busybox: %w (%s, or set %s)", err, hint, EnvBusybox)
+	}
+	if c.Reference != "" {
+		if err := c.arch.checkReference(c.Reference); err != nil {
+			return err
+		}
 	}
 	if c.Kernel == "" || isSeries(c.Kernel) {
 		k, err := findKernel(c.arch, c.Kernel)

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,4 +233,51 @@ func TestDaemonCommandLine(t *testing.T) {
 		d.waitServing(t, prefix+"/run/dhcp.sock")
 		d.stop(t)
 	})
+}
+
+// TestBinaryDualStack: the bridge plugin delegating to the dhcp plugin of
+// the built binary, for a network with "ipFamilies": ["ipv4", "ipv6"].
+// One ADD gives the container both leased addresses (the IPv6 one as the
+// /64 the result names), the container reaches the server over both
+// families, CHECK passes, and DEL leaves no lease record.
+func TestBinaryDualStack(t *testing.T) {
+	srv := dhcptest.Start(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "dhcp.sock")
+	state := filepath.Join(dir, "state")
+	d := execDaemon(t, srv.NS, "-socketpath", sock, "-statedir", state, "-timeout", "500ms", "-resendtimeout", "20s")
+	d.waitServing(t, sock)
+
+	host := &plugintest.Host{T: t, NS: srv.NS, H: srv.H, Plugin: "bridge"}
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"testnet","type":"bridge","bridge":%q,"ipam":{"type":"dhcp","daemonSocketPath":%q,"ipFamilies":["ipv4","ipv6"]}}`,
+		dhcptest.Bridge, sock)
+	ctr, ch := plugintest.NewCtr(t)
+	out := host.OK(plugintest.Cmd("ADD", ctr, "c1", conf))
+	var r plugintest.WireResult
+	plugintest.Must(t, json.Unmarshal([]byte(out), &r))
+	mac := plugintest.MustLink(t, ch, "eth0").MAC
+	l4, ok := srv.LeaseOf(t, mac)
+	if !ok || len(r.IPs) != 2 || r.IPs[0].Address != l4.IP+"/24" || r.IPs[0].Gateway != "10.99.0.1" {
+		t.Fatalf("result %+v, server lease %+v", r.IPs, l4)
+	}
+	p6, err := netip.ParsePrefix(r.IPs[1].Address)
+	plugintest.Must(t, err)
+	if _, ok := srv.LeaseOfIP(t, p6.Addr()); !ok || p6.Bits() != 64 || r.IPs[1].Gateway != "" {
+		t.Fatalf("IPv6 result %+v, server leases %+v", r.IPs[1], srv.Leases(t))
+	}
+	if got := plugintest.AddrStrings(t, ch, "eth0", 0); !slices.Equal(got, []string{l4.IP + "/24", p6.String()}) {
+		t.Errorf("eth0 has %v, want %s/24 and %s", got, l4.IP, p6)
+	}
+	plugintest.Must(t, ch.WaitDADSettled("eth0", 10*time.Second))
+	for _, dst := range []netip.Addr{dhcptest.ServerAddr, dhcptest.ServerAddr6} {
+		if !privtest.UDPRoundTrip(t, ctr, srv.NS, dst) {
+			t.Errorf("the container cannot reach the server's %s with its leased address", dst)
+		}
+	}
+	host.OK(plugintest.Cmd("CHECK", ctr, "c1", plugintest.WithPrev(conf, out)))
+	host.OK(plugintest.Cmd("DEL", ctr, "c1", conf))
+	if m, _ := filepath.Glob(filepath.Join(state, "*.lease")); len(m) != 0 {
+		t.Errorf("lease records left after DEL: %v", m)
+	}
+	d.stop(t)
 }

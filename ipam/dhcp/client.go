@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nftcni/nftcni/ipam/dhcp/internal/gobrpc"
+	"github.com/nftcni/nftcni/ipam/dhcp/gorpc"
 )
 
 // Bounds of the plugin's waits. The reference waits for the daemon forever, and
@@ -26,7 +26,7 @@ const (
 // Dial connects to the daemon's socket and performs net/rpc's HTTP CONNECT
 // handshake (what rpc.DialHTTP does, but bounded by DialTimeout and ctx).
 // Errors read like the reference's: "dial unix <path>: connect: <reason>".
-func Dial(ctx context.Context, path string) (*gobrpc.Client, error) {
+func Dial(ctx context.Context, path string) (*gorpc.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -37,27 +37,28 @@ func Dial(ctx context.Context, path string) (*gobrpc.Client, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	br, err := gobrpc.ClientHandshake(conn)
+	c, err := gorpc.Handshake(conn)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("rpc handshake on %s: %w", path, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return gobrpc.NewClient(conn, br), nil
+	return c, nil
 }
 
 // Call runs one RPC, bounded by CallTimeout and ctx. On timeout the
 // connection is closed, which ends the call.
-func Call(ctx context.Context, c *gobrpc.Client, method string, args, reply any) error {
+func Call(ctx context.Context, c *gorpc.Client, method string, args, reply any) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	call := c.Go(method, args, reply, make(chan *gobrpc.Call, 1))
+	done := make(chan error, 1)
+	go func() { done <- c.Call(method, args, reply) }()
 	select {
-	case <-call.Done:
-		return call.Error
+	case err := <-done:
+		return err
 	case <-ctx.Done():
 		c.Close()
-		<-call.Done
+		<-done
 		return fmt.Errorf("no answer from the DHCP daemon: %w", ctx.Err())
 	}
 }
@@ -65,6 +66,6 @@ func Call(ctx context.Context, c *gobrpc.Client, method string, args, reply any)
 // IsMissingMethod reports whether err is net/rpc's answer for a method the
 // server does not have (a reference daemon asked for Check or GC).
 func IsMissingMethod(err error) bool {
-	var se gobrpc.ServerError
+	var se gorpc.ServerError
 	return errors.As(err, &se) && strings.HasPrefix(string(se), "rpc: can't find method ")
 }

@@ -1,6 +1,7 @@
 // Package dhcp is the "dhcp" IPAM plugin: a thin RPC client of the dhcp
-// daemon (package daemon), which owns the leases, runs the DHCPv4 client
-// inside container namespaces and renews leases in the background.
+// daemon (package daemon), which owns the leases, runs the DHCPv4 and
+// DHCPv6 clients inside container namespaces and renews leases in the
+// background.
 //
 // The plugin and the daemon speak the reference's RPC (wire.go), so
 // either can be replaced by the reference binary. Where we differ (DEL
@@ -17,7 +18,7 @@ import (
 	"slices"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam/dhcp/internal/gobrpc"
+	"github.com/nftcni/nftcni/ipam/dhcp/gorpc"
 )
 
 // Plugin is the dhcp IPAM plugin. Started as "dhcp daemon", the same
@@ -76,7 +77,7 @@ func argsOf(a *cni.CmdArgs) (*Args, error) {
 }
 
 // connect reads the socket path and dials the daemon.
-func connect(ctx context.Context, a *cni.CmdArgs) (*gobrpc.Client, *Args, error) {
+func connect(ctx context.Context, a *cni.CmdArgs) (*gorpc.Client, *Args, error) {
 	path, err := socketPath(a.StdinData)
 	if err != nil {
 		return nil, nil, err
@@ -99,14 +100,21 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "error dialing DHCP daemon: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func call(ctx context.Context, c *gobrpc.Client, method string, args, reply any) error {
+func call(ctx context.Context, c *gorpc.Client, method string, args, reply any) error {
 	if err := Call(ctx, c, method, args, reply); err != nil {
 		return fmt.Errorf("error calling %s: %w", method, err)
 	}
 	return nil
 }
 
+// cmdAdd asks the daemon for the leases of the config's families and
+// checks that the answer has them all (a reference daemon leases IPv4
+// only; the runtime then DELs, which releases it).
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
+	fams, err := familiesOf(a.StdinData)
+	if err != nil {
+		return nil, err
+	}
 	c, args, err := connect(ctx, a)
 	if err != nil {
 		return nil, err
@@ -116,7 +124,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err := call(ctx, c, MethodAllocate, args, &reply); err != nil {
 		return nil, err
 	}
-	return reply.ToResult(), nil
+	res := reply.ToResult()
+	if err := checkFamilies(res, fams); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // cmdDel releases the lease. An unreachable daemon is not an error: the
@@ -136,9 +148,10 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	return call(ctx, c, MethodRelease, args, &Empty{})
 }
 
-// cmdCheck asks our daemon whether a live lease exists (a reference
-// daemon has no Check: then Allocate, as the reference plugin does) and
-// that its address is the one in prevResult, when there is one.
+// cmdCheck asks our daemon whether the live leases exist (a reference
+// daemon has no Check: then Allocate, as the reference plugin does), one
+// per family of ipam.ipFamilies, and that their addresses are in
+// prevResult, when there is one.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	c, args, err := connect(ctx, a)
 	if err != nil {
@@ -152,6 +165,15 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		err = call(ctx, c, MethodAllocate, args, &reply)
 	} else if err != nil {
 		err = fmt.Errorf("error calling %s: %w", MethodCheck, err)
+	}
+	if err != nil {
+		return err
+	}
+	// Our daemon's Check fails by itself when a family has no lease; a
+	// reference daemon's Allocate answers IPv4 only.
+	fams, err := familiesOf(a.StdinData)
+	if err == nil {
+		err = checkFamilies(reply.ToResult(), fams)
 	}
 	if err != nil {
 		return err

@@ -18,8 +18,11 @@ import (
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
-func conf(version, sock, extra string) string {
-	return `{"cniVersion":"` + version + `","name":"testnet","ipam":{"type":"dhcp","daemonSocketPath":"` + sock + `"}` + extra + `}`
+func conf(version, sock, extra string) string { return confIPAM(version, sock, "", extra) }
+
+// confIPAM is conf with more members of ipam (ipam starting with a comma).
+func confIPAM(version, sock, ipam, extra string) string {
+	return `{"cniVersion":"` + version + `","name":"testnet","ipam":{"type":"dhcp","daemonSocketPath":"` + sock + `"` + ipam + `}` + extra + `}`
 }
 
 // TestDaemonDown: with no daemon, ADD and CHECK fail with the reference's
@@ -36,18 +39,22 @@ func TestDaemonDown(t *testing.T) {
 		extra   string
 		code    uint   // 0: success
 		msg     string // error msg, or a piece of stderr on success
+		ipam    string // more ipam members
 	}{
-		{"ADD fails", "ADD", "1.1.0", "", 999, dialErr},
-		{"CHECK fails", "CHECK", "1.1.0", "", 999, dialErr},
-		{"DEL succeeds with a note", "DEL", "1.1.0", "", 0, "not released: " + dialErr},
-		{"STATUS says 50", "STATUS", "1.1.0", "", 50, dialErr},
-		{"GC with a list fails", "GC", "1.1.0", `,"cni.dev/valid-attachments":[]`, 999, dialErr},
-		{"GC without a list has nothing to do", "GC", "1.1.0", "", 0, "nothing released"},
-		{"DEL of an old config", "DEL", "0.3.1", "", 0, "not released"},
+		{"ADD fails", "ADD", "1.1.0", "", 999, dialErr, ""},
+		{"CHECK fails", "CHECK", "1.1.0", "", 999, dialErr, ""},
+		{"DEL succeeds with a note", "DEL", "1.1.0", "", 0, "not released: " + dialErr, ""},
+		{"STATUS says 50", "STATUS", "1.1.0", "", 50, dialErr, ""},
+		{"GC with a list fails", "GC", "1.1.0", `,"cni.dev/valid-attachments":[]`, 999, dialErr, ""},
+		{"GC without a list has nothing to do", "GC", "1.1.0", "", 0, "nothing released", ""},
+		{"DEL of an old config", "DEL", "0.3.1", "", 0, "not released", ""},
+		{"dual-stack ADD fails", "ADD", "1.1.0", "", 999, dialErr, dualStack},
+		{"dual-stack DEL succeeds", "DEL", "1.1.0", "", 0, "not released: " + dialErr, dualStack},
+		{"dual-stack STATUS says 50", "STATUS", "1.1.0", "", 50, dialErr, dualStack},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := plugintest.Call{Command: tt.cmd, Stdin: conf(tt.version, sock, tt.extra)}
+			c := plugintest.Call{Command: tt.cmd, Stdin: confIPAM(tt.version, sock, tt.ipam, tt.extra)}
 			if tt.cmd != "GC" && tt.cmd != "STATUS" {
 				c.ContainerID, c.IfName, c.Netns = "c1", "eth0", "/var/run/netns/nowhere"
 			}
@@ -63,6 +70,26 @@ func TestDaemonDown(t *testing.T) {
 				t.Errorf("error %d %q, want %d %q", e.Code, e.Msg, tt.code, tt.msg)
 			}
 		})
+	}
+}
+
+const dualStack = `,"ipFamilies":["ipv4","ipv6"]`
+
+// TestFamilies: ipam.ipFamilies is checked before the daemon is asked
+// (the error names the key), and a DEL of a config with a bad value
+// still works.
+func TestFamilies(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "dhcp.sock")
+	for _, tt := range []struct{ ipam, msg string }{
+		{`,"ipFamilies":["ipv4","ip6"]`, `ipam.ipFamilies: unknown family "ip6" (want "ipv4" or "ipv6")`},
+		{`,"ipFamilies":[]`, `ipam.ipFamilies is empty: list "ipv4", "ipv6" or both`},
+	} {
+		c := plugintest.Call{Command: "ADD", ContainerID: "c1", IfName: "eth0", Netns: "/x", Stdin: confIPAM("1.1.0", sock, tt.ipam, "")}
+		if e := plugintest.MustFail(t, dhcp.Plugin, c); e.Code != 999 || e.Msg != tt.msg {
+			t.Errorf("%s: error %d %q, want %q", tt.ipam, e.Code, e.Msg, tt.msg)
+		}
+		c.Command = "DEL"
+		plugintest.MustSucceed(t, dhcp.Plugin, c)
 	}
 }
 
@@ -176,9 +203,21 @@ func TestReferenceDaemon(t *testing.T) {
 	}
 	plugintest.MustSucceed(t, dhcp.Plugin, call("DEL", "1.1.0", ""))
 	plugintest.MustSucceed(t, dhcp.Plugin, plugintest.Call{Command: "STATUS", Stdin: conf("1.1.0", sock, "")})
+	// A dual-stack config: the reference daemon leases IPv4 only, which
+	// ADD and CHECK must not pass off as the whole answer.
+	dual := call("ADD", "1.1.0", "")
+	dual.Stdin = confIPAM("1.1.0", sock, dualStack, "")
+	for _, cmd := range []string{"ADD", "CHECK"} {
+		dual.Command = cmd
+		if e := plugintest.MustFail(t, dhcp.Plugin, dual); e.Code != 999 ||
+			e.Msg != "dhcp: the DHCP daemon returned no IPv6 address although ipam.ipFamilies asks for one (a daemon without DHCPv6?)" {
+			t.Errorf("dual-stack %s: %d %q", cmd, e.Code, e.Msg)
+		}
+	}
 	wantCalls := []string{
 		"Allocate c1 eth0 /var/run/netns/c1", "Allocate c1 eth0 /var/run/netns/c1",
 		"Allocate c1 eth0 /var/run/netns/c1", "Release c1",
+		"Allocate c1 eth0 /var/run/netns/c1", "Allocate c1 eth0 /var/run/netns/c1",
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

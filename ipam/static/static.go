@@ -19,13 +19,16 @@ import (
 	"github.com/nftcni/nftcni/cni"
 )
 
-// Plugin is the static IPAM plugin. DEL needs nothing (no state) and does
-// not even read the config, like the reference.
+// Plugin is the static IPAM plugin. It keeps no state: DEL needs nothing
+// and does not even read the config, like the reference; GC has nothing to
+// collect; its addresses come from the config, so it is always ready.
 var Plugin = &cni.Plugin{
 	Name:     "static",
 	Add:      cmdAdd,
 	Del:      func(context.Context, *cni.CmdArgs) error { return nil },
 	Check:    cmdCheck,
+	GC:       cni.NothingToCollect,
+	Status:   cni.AlwaysReady,
 	Validate: validate,
 }
 

@@ -6,15 +6,20 @@
 // Like netlinkx.Handle, a Handle's sockets are created inside its
 // namespace, so no thread switching is needed.
 //
-// Filters and their actions are encoded by github.com/florianl/go-tc.
-// Qdiscs, and every read, are encoded and decoded here on a plain
-// rtnetlink socket, because go-tc's TBF has no 64-bit rate
-// (TCA_TBF_RATE64, needed from 2^32 bytes/s on) and its decoders reject
-// any attribute they do not know (that 64-bit rate, 64-bit packet counters
-// that appear after 2^32 packets, newer kernels' additions): its qdisc
-// listing is a namespace-wide dump, so one such qdisc anywhere in the
-// namespace would make every read fail. The readers here take what they
-// need and skip the rest.
+// Every message is encoded and decoded here on a plain rtnetlink socket,
+// not with a traffic-control library such as github.com/florianl/go-tc:
+//   - go-tc's TBF has no 64-bit rate (TCA_TBF_RATE64, needed from 2^32
+//     bytes/s on), and its decoders reject any attribute they do not know
+//     (that 64-bit rate, 64-bit packet counters that appear after 2^32
+//     packets, newer kernels' additions): its qdisc listing is a
+//     namespace-wide dump, so one such qdisc anywhere in the namespace
+//     would make every read fail. The readers here take what they need and
+//     skip the rest.
+//   - go-tc reads /proc/net/psched in a package initialiser, which every
+//     exec of the nftcni binary would pay (~0.2 ms of CPU, a tenth of a
+//     plugin's start), whichever plugin it is; the two messages it was
+//     still used for (the ingress qdisc, a u32 filter with a mirred action)
+//     are a few fixed structures.
 package qdisc
 
 import (
@@ -25,7 +30,6 @@ import (
 	"strconv"
 	"sync"
 
-	tc "github.com/florianl/go-tc"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
@@ -36,8 +40,8 @@ import (
 
 // Parents and handles (include/uapi/linux/pkt_sched.h).
 const (
-	Root    uint32 = tc.HandleRoot    // TC_H_ROOT: the device's egress root
-	Ingress uint32 = tc.HandleIngress // TC_H_INGRESS: where the ingress qdisc hangs
+	Root    uint32 = 0xffffffff // TC_H_ROOT: the device's egress root
+	Ingress uint32 = 0xfffffff1 // TC_H_INGRESS: where the ingress qdisc hangs
 	// IngressHandle is the handle the ingress qdisc always has, ffff:.
 	IngressHandle uint32 = 0xffff << 16
 )
@@ -80,7 +84,6 @@ type Redirect struct {
 type Handle struct {
 	mu  sync.Mutex // one request/reply exchange at a time, per socket
 	raw *netlink.Conn
-	tc  *tc.Tc
 	ns  string
 }
 
@@ -97,19 +100,13 @@ func Open(ns *netns.NS) (*Handle, error) {
 	if err != nil {
 		return nil, fail("opening tc socket in "+where, err)
 	}
-	t, err := tc.Open(&tc.Config{NetNS: cfg.NetNS})
-	if err != nil {
-		raw.Close()
-		return nil, fail("opening tc socket in "+where, err)
-	}
-	return &Handle{raw: raw, tc: t, ns: where}, nil
+	return &Handle{raw: raw, ns: where}, nil
 }
 
-// Close closes the sockets.
+// Close closes the socket.
 func (h *Handle) Close() error {
-	err := errors.Join(h.raw.Close(), h.tc.Close())
-	if err != nil {
-		return fail("closing tc sockets", err)
+	if err := h.raw.Close(); err != nil {
+		return fail("closing tc socket", err)
 	}
 	return nil
 }
@@ -129,7 +126,9 @@ const (
 	tcaTBFParms  = 1 // TCA_TBF_PARMS
 	tcaTBFRate64 = 4 // TCA_TBF_RATE64
 
-	tcaU32Act = 7 // TCA_U32_ACT
+	tcaU32ClassID = 1 // TCA_U32_CLASSID
+	tcaU32Sel     = 5 // TCA_U32_SEL
+	tcaU32Act     = 7 // TCA_U32_ACT
 
 	tcaActKind    = 1 // TCA_ACT_KIND
 	tcaActOptions = 2 // TCA_ACT_OPTIONS
@@ -138,6 +137,9 @@ const (
 
 	tcaEgressRedir = 1 // TCA_EGRESS_REDIR, mirred's eaction
 	tcU32Terminal  = 1 // TC_U32_TERMINAL, u32 selector flag
+	tcActStolen    = 4 // TC_ACT_STOLEN
+
+	nlaFNested = 1 << 15 // NLA_F_NESTED
 )
 
 // tcmsgLen is sizeof(struct tcmsg).
@@ -260,15 +262,13 @@ func (h *Handle) AddTBF(ifindex int, parent, handle uint32, t TBF) error {
 // existing one gives an error matching unix.EEXIST.
 func (h *Handle) AddIngress(ifindex int) error {
 	op := fmt.Sprintf("adding ingress qdisc to link %d", ifindex)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	crashAt(unix.RTM_NEWQDISC, "before")
-	err := h.tc.Qdisc().Add(&tc.Object{
-		Msg:       tc.Msg{Family: unix.AF_UNSPEC, Ifindex: uint32(ifindex), Handle: IngressHandle, Parent: Ingress},
-		Attribute: tc.Attribute{Kind: "ingress"},
-	})
-	crashAt(unix.RTM_NEWQDISC, "after")
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.TCA_KIND, "ingress")
+	attrs, err := ae.Encode()
 	if err != nil {
+		return fail(op, err)
+	}
+	if err := h.change(unix.RTM_NEWQDISC, netlink.Create|netlink.Excl, tcmsg(ifindex, IngressHandle, Ingress, 0, attrs)); err != nil {
 		return fail(op, err)
 	}
 	return nil
@@ -385,31 +385,61 @@ func (h *Handle) Delete(q Qdisc) error {
 // the ingress qdisc does not use.
 func (h *Handle) AddRedirect(ifindex int, parent uint32, prio uint16, target int) error {
 	op := fmt.Sprintf("adding redirect from link %d to link %d", ifindex, target)
-	classID := MakeHandle(1, 1)
 	info := uint32(prio)<<16 | uint32(htons(unix.ETH_P_ALL))
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	crashAt(unix.RTM_NEWTFILTER, "before")
-	err := h.tc.Filter().Add(&tc.Object{
-		Msg: tc.Msg{Family: unix.AF_UNSPEC, Ifindex: uint32(ifindex), Parent: parent, Info: info},
-		Attribute: tc.Attribute{Kind: "u32", U32: &tc.U32{
-			ClassID: &classID,
-			Sel:     &tc.U32Sel{Flags: tcU32Terminal, NKeys: 1, Keys: []tc.U32Key{{}}},
-			Actions: &[]*tc.Action{{
-				Kind: "mirred",
-				Mirred: &tc.Mirred{Parms: &tc.MirredParam{
-					Action:  tc.ActStolen,
-					Eaction: tcaEgressRedir,
-					IfIndex: uint32(target),
-				}},
-			}},
-		}},
-	})
-	crashAt(unix.RTM_NEWTFILTER, "after")
+	attrs, err := redirectAttrs(target)
 	if err != nil {
 		return fail(op, err)
 	}
+	if err := h.change(unix.RTM_NEWTFILTER, netlink.Create|netlink.Excl, tcmsg(ifindex, 0, parent, info, attrs)); err != nil {
+		return fail(op, err)
+	}
 	return nil
+}
+
+// u32SelLen is sizeof(struct tc_u32_sel) (flags, offshift, nkeys, a pad
+// byte, offmask, off, offoff, hoff, hmask) plus one struct tc_u32_key
+// (mask, val, off, offmask).
+const u32SelLen = 16 + 16
+
+// redirectAttrs encodes a u32 filter of class 1:1 whose selector has one
+// all-zero key (mask 0: every packet matches) and whose one action is
+// mirred redirecting to target's egress, stealing the packet. Only the
+// action's options carry NLA_F_NESTED, as tc and go-tc send them:
+//
+//	TCA_KIND "u32"
+//	TCA_OPTIONS
+//	  TCA_U32_SEL      tc_u32_sel{flags TC_U32_TERMINAL, nkeys 1} + tc_u32_key{}
+//	  TCA_U32_CLASSID  1:1
+//	  TCA_U32_ACT
+//	    1                                  (the first action)
+//	      TCA_ACT_OPTIONS|NLA_F_NESTED
+//	        TCA_MIRRED_PARMS tc_mirred{action TC_ACT_STOLEN, eaction TCA_EGRESS_REDIR, ifindex target}
+//	      TCA_ACT_KIND "mirred"
+func redirectAttrs(target int) ([]byte, error) {
+	sel := make([]byte, u32SelLen)
+	sel[0] = tcU32Terminal
+	sel[2] = 1 // nkeys
+	parms := make([]byte, tcMirredLen)
+	ne := binary.NativeEndian
+	ne.PutUint32(parms[8:], tcActStolen)
+	ne.PutUint32(parms[20:], tcaEgressRedir)
+	ne.PutUint32(parms[24:], uint32(target))
+
+	mirred := netlink.NewAttributeEncoder()
+	mirred.Bytes(tcaMirredParms, parms)
+	act := netlink.NewAttributeEncoder()
+	act.Do(tcaActOptions|nlaFNested, mirred.Encode)
+	act.String(tcaActKind, "mirred")
+	acts := netlink.NewAttributeEncoder()
+	acts.Do(1, act.Encode)
+	opts := netlink.NewAttributeEncoder()
+	opts.Bytes(tcaU32Sel, sel)
+	opts.Uint32(tcaU32ClassID, MakeHandle(1, 1))
+	opts.Do(tcaU32Act, acts.Encode)
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.TCA_KIND, "u32")
+	ae.Do(unix.TCA_OPTIONS, opts.Encode)
+	return ae.Encode()
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -75,19 +75,22 @@
 //
 // # Foreign chains
 //
-// When an iptables-nft FORWARD chain exists (`ip filter FORWARD`, `ip6
-// filter FORWARD`), its DROP policy would drop container traffic whatever
-// this table accepts. So each attachment also gets, at the head of that
-// chain, per address, the reference's two rules, spelled the way
-// iptables-nft spells them (so `iptables-save` keeps working):
+// An accept in this table does not override another table's DROP policy,
+// so the attachment's addresses also get, per address, the reference's
+// two rules in the chains of others that filter forwarded traffic
+// (package nft/foreign): always iptables-nft's FORWARD chains (`ip filter
+// FORWARD`, `ip6 filter FORWARD`), created as iptables-nft would create
+// them when missing, so that a DROP policy Docker or kube-proxy set later
+// keeps our accepts; and the chains the configuration names
+// (Attachment.AcceptChains). There, spelled as iptables-nft spells them
+// (`iptables-save` keeps working):
 //
 //	-s 10.1.0.5/32 -m comment --comment "<owner tag>" -j ACCEPT
 //	-d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "<owner tag>" -j ACCEPT
 //
-// The conntrack match is the x_tables one (what iptables-nft itself uses;
-// it needs the kernel's nft_compat and xt_conntrack). These rules are
-// written only into a chain that exists — the table is never created —
-// and removed by owner tag on DEL and GC.
+// and in named chains as native nft rules (`ip saddr 10.1.0.5 accept`,
+// `ip daddr 10.1.0.5 ct state established,related accept`). They carry
+// the plain owner tag and are removed by it on DEL and GC.
 //
 // Every Setup, Teardown and GC is one batch guarded by the ruleset
 // generation (nft.Conn.Update).
@@ -106,6 +109,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 )
 
 // Names of our objects; the table name must keep the nft.TablePrefix.
@@ -141,7 +145,30 @@ type Attachment struct {
 	// AdminChain is the administrator's chain consulted before the
 	// accepts; "" means DefaultAdminChain.
 	AdminChain string
+	// AcceptChains are chains of others (an administrator's forward chain
+	// with policy drop) that get the addresses' accepts too, besides
+	// iptables-nft's FORWARD chains.
+	AcceptChains []foreign.Chain
 }
+
+// chains are the foreign chains a's accepts go to.
+func (a Attachment) chains() []foreign.Chain {
+	return append(slices.Clip(foreign.Iptables), a.AcceptChains...)
+}
+
+// accepts are the accepts of a's addresses: the reference's two rules
+// each, its own packets and the replies to it.
+func (a Attachment) accepts() []foreign.Accept {
+	var out []foreign.Accept
+	for _, ad := range a.Addrs {
+		out = append(out, foreign.From(ad), foreign.RepliesTo(ad))
+	}
+	return out
+}
+
+// mine selects the firewall's rules among owner-tagged foreign rules
+// (portmap keeps rules of the same attachments in the same chains).
+func mine(match func(comment string) bool) func(comment string) bool { return foreign.Of("", match) }
 
 var (
 	// open dials nf_tables; nil means nft.Open. Golden tests put a fake
@@ -279,8 +306,8 @@ func describe(a Attachment) string {
 }
 
 // Setup makes sure, in ns (nil: the process's own namespace), that
-// forwarded traffic of a's addresses is accepted (also through an
-// iptables-nft FORWARD chain, if there is one), that a's admin chain is
+// forwarded traffic of a's addresses is accepted (also through
+// iptables-nft's FORWARD chains and a's AcceptChains), that a's admin chain is
 // consulted first, and that a's bridge is policed as asked. A Setup of the
 // same owner replaces what it set up before; repeating it writes nothing.
 func Setup(ns *netns.NS, a Attachment) error {
@@ -325,14 +352,13 @@ func Setup(ns *netns.NS, a Attachment) error {
 			}
 			changed[cs.set] = ch
 		}
-		for _, f := range foreign {
-			var addrs []netip.Addr
-			for _, ad := range a.Addrs {
-				if _, v4 := addrKey(ad); v4 == (f.chain.Table.Family == nftables.TableFamilyIPv4) {
-					addrs = append(addrs, ad.Unmap().WithZone(""))
-				}
-			}
-			if err := f.setup(tx, a.Owner, addrs, changed[f.claims]); err != nil {
+		accepts := a.accepts()
+		for _, ch := range a.chains() {
+			// A chain's rules are replaced when the claims of its
+			// families changed.
+			ch4 := ch.Table.Family != nftables.TableFamilyIPv6 && changed[owners4]
+			ch6 := ch.Table.Family != nftables.TableFamilyIPv4 && changed[owners6]
+			if err := foreign.Sync(tx, ch, foreign.Mark{Owner: a.Owner}, accepts, ch4 || ch6); err != nil {
 				return err
 			}
 		}
@@ -361,21 +387,37 @@ func ensureAdminJump(tx *nft.Tx, name string) error {
 }
 
 // Teardown removes everything owner added: its claims, the lookup
-// elements no one else claims, its rules in foreign FORWARD chains.
-// Nothing to remove is success, and then nothing is written (no table is
-// created). Admin chains, jumps and static rules stay.
-func Teardown(ns *netns.NS, owner nft.Owner) error {
-	return remove(ns, owner.OwnedBy,
-		fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
+// elements no one else claims, its rules in iptables-nft's FORWARD chains
+// and in acceptChains. Nothing to remove is success, and then nothing is
+// written (no table is created). Admin chains, jumps and static rules
+// stay; an iptables-nft table Setup created goes when nothing but its
+// empty FORWARD chain is left in it (foreign.Remove).
+func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error {
+	chains := Attachment{AcceptChains: acceptChains}.chains()
+	return remove(ns, owner.OwnedBy, func(tx *nft.Tx) error {
+		for _, ch := range chains {
+			if _, err := foreign.Remove(tx, ch, mine(owner.OwnedBy)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
 }
 
-// GC removes everything of network not owned by one of valid.
+// GC removes everything of network not owned by one of valid, its rules
+// in chains of others included, wherever they are (a chain the
+// configuration no longer names, say).
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
-	return remove(ns, func(comment string) bool { return nft.Stale(comment, network, valid) },
-		fmt.Sprintf("collecting stale firewall rules of network %s", network))
+	stale := nft.StaleFunc(network, valid)
+	return remove(ns, stale, func(tx *nft.Tx) error {
+		_, err := foreign.RemoveEverywhere(tx, mine(stale))
+		return err
+	}, fmt.Sprintf("collecting stale firewall rules of network %s", network))
 }
 
-func remove(ns *netns.NS, match func(comment string) bool, what string) error {
+// remove drops the claims match selects and then runs removeForeign in the
+// same batch.
+func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) error, what string) error {
 	c, err := connOpen(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -393,12 +435,7 @@ func remove(ns *netns.NS, match func(comment string) bool, what string) error {
 				}
 			}
 		}
-		for _, f := range foreign {
-			if err := f.remove(tx, match); err != nil {
-				return err
-			}
-		}
-		return nil
+		return removeForeign(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -408,8 +445,8 @@ func remove(ns *netns.NS, match func(comment string) bool, what string) error {
 
 // Check verifies, in ns, that what Setup(a) establishes is in place: the
 // static rules, a's admin chain and its jump, a's claims with the lookup
-// elements derived from them, and a's rules in the foreign FORWARD chains
-// that exist. It writes nothing.
+// elements derived from them, and a's rules in the foreign chains (see
+// foreign.Check). It writes nothing.
 func Check(ns *netns.NS, a Attachment) error {
 	want, err := wanted(a)
 	if err != nil {
@@ -461,14 +498,8 @@ func Check(ns *netns.NS, a Attachment) error {
 				return err
 			}
 		}
-		for _, f := range foreign {
-			n := 0
-			for _, ad := range a.Addrs {
-				if _, v4 := addrKey(ad); v4 == (f.chain.Table.Family == nftables.TableFamilyIPv4) {
-					n++
-				}
-			}
-			if err := f.check(tx, a.Owner, n); err != nil {
+		for _, ch := range a.chains() {
+			if err := foreign.Check(tx, ch, foreign.Mark{Owner: a.Owner}, a.accepts()); err != nil {
 				return err
 			}
 		}

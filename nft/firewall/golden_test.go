@@ -1,15 +1,15 @@
 package firewall
 
 import (
-	"bytes"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/xt"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
@@ -101,19 +101,21 @@ func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
 }
 
 // existing is a ruleset where Setup ran for sample (10.1.0.5, fd00:1::5,
-// br0 same-bridge) and other (10.1.0.7, br0 same-bridge), with an
-// iptables-nft FORWARD chain holding one foreign rule and each owner's
-// rules.
+// br0 same-bridge) and other (10.1.0.7, br0 same-bridge), with
+// iptables-nft FORWARD chains holding a foreign rule each and each
+// owner's rules, and an administrator's inet filter forward chain.
 func existing() nfttest.State {
 	s, o := sample.Tag(), other.Tag()
 	return nfttest.State{
 		Gen:    41,
-		Tables: map[string]bool{"inet nftcni_firewall": true, "ip filter": true},
+		Tables: map[string]bool{"inet nftcni_firewall": true, "ip filter": true, "ip6 filter": true, "inet filter": true},
 		Chains: map[string][]string{
 			"inet nftcni_firewall forward":     ruleComments(),
 			"inet nftcni_firewall admin-jumps": {"nftcni firewall v1: admin chain CNI-ADMIN"},
 			"inet nftcni_firewall CNI-ADMIN":   {"an administrator's rule"},
 			"ip filter FORWARD":                {o, o, "docker", s, s},
+			"ip6 filter FORWARD":               {s, s, "docker6"},
+			"inet filter forward":              {"an administrator's rule"},
 		},
 		Sets: map[string][]nfttest.Elem{
 			"inet nftcni_firewall allow4":          {{Key: addr("10.1.0.5"), Comment: s}, {Key: addr("10.1.0.7"), Comment: o}},
@@ -136,6 +138,31 @@ var sampleAttachment = Attachment{
 	Policy: PolicySameBridge,
 }
 
+// iptables-nft's rules for address a and tag: the reference's two rules,
+// each inserted at the chain's head.
+func iptNotes(a, tag string) []string {
+	cmd, bits := "iptables-nft", "/32"
+	if strings.Contains(a, ":") {
+		cmd, bits = "ip6tables-nft", "/128"
+	}
+	return []string{
+		cmd + ` -I FORWARD -s ` + a + bits + ` -m comment --comment "` + tag + `" -j ACCEPT`,
+		cmd + ` -I FORWARD -d ` + a + bits + ` -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + tag + `" -j ACCEPT`,
+	}
+}
+
+// createNotes create iptables-nft's filter table and FORWARD chain of
+// family fam, as iptables-nft itself would; the chain with NLM_F_EXCL.
+func createNotes(fam string) []string {
+	return []string{
+		`nft add table ` + fam + ` filter`,
+		`nft create chain ` + fam + ` filter FORWARD { type filter hook forward priority filter; policy accept; }`,
+	}
+}
+
+// On a host without iptables-nft tables, Setup creates the FORWARD chains
+// (and their tables) as iptables-nft would, so that a DROP policy set
+// later (Docker starting after the container) keeps the rules.
 func TestGoldenSetupFresh(t *testing.T) {
 	f := run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, sampleAttachment) })
 	tag, i := sample.Tag(), id(sample)
@@ -148,7 +175,28 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall bridges { "br0" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + tag + `" }`,
-	}))
+	}, createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
+}
+
+// An iptables-nft filter table holding only INPUT (iptables-nft makes its
+// built-in chains as they are used) gets the FORWARD chain; a table called
+// filter without iptables-nft's chains is someone's native one and is left
+// alone.
+func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
+	st := nfttest.State{Gen: 7, Tables: map[string]bool{"ip filter": true, "ip6 filter": true}, Chains: map[string][]string{
+		"ip filter INPUT":  {"a rule of iptables"},
+		"ip6 filter input": {"a native rule"},
+	}}
+	a := Attachment{Owner: sample, Addrs: sampleAttachment.Addrs}
+	f := run(t, st, func() error { return Setup(nil, a) })
+	tag, i := sample.Tag(), id(sample)
+	nfttest.Golden(t, "setup_filter_input", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, []string{
+		adminJumpNote,
+		`nft add element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow4 { 10.1.0.5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall allow6 { fd00:1::5 comment "` + tag + `" }`,
+	}, createNotes("ip")[1:], iptNotes("10.1.0.5", tag)))
 }
 
 // Repeating a Setup re-asserts the static objects (no-ops for the kernel)
@@ -158,8 +206,8 @@ func TestGoldenSetupAgain(t *testing.T) {
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
-// With an iptables-nft FORWARD chain, a new attachment's rules go to its
-// head; the ip6 filter table does not exist and is not created.
+// With iptables-nft FORWARD chains, a new attachment's rules go to their
+// heads.
 func TestGoldenSetupForeign(t *testing.T) {
 	st := existing()
 	a := Attachment{Owner: nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
@@ -170,13 +218,41 @@ func TestGoldenSetupForeign(t *testing.T) {
 		`nft add element inet nftcni_firewall allow4 { 10.1.0.9 comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall owners6 { fd00:1::9 . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall allow6 { fd00:1::9 comment "` + tag + `" }`,
-		`iptables-nft -I FORWARD -s 10.1.0.9/32 -m comment --comment "` + tag + `" -j ACCEPT`,
-		`iptables-nft -I FORWARD -d 10.1.0.9/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + tag + `" -j ACCEPT`,
+	}, iptNotes("10.1.0.9", tag), iptNotes("fd00:1::9", tag)))
+}
+
+// nftablesAcceptChains: the administrator's chain gets native accepts at
+// its head, for both families in an inet table.
+func TestGoldenSetupAcceptChain(t *testing.T) {
+	a := sampleAttachment
+	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "filter"}, Name: "forward"}}
+	f := run(t, existing(), func() error { return Setup(nil, a) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_accept_chain", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
+		`nft insert rule inet filter forward ip saddr 10.1.0.5 accept comment "` + tag + `"`,
+		`nft insert rule inet filter forward ip daddr 10.1.0.5 ct state established,related accept comment "` + tag + `"`,
+		`nft insert rule inet filter forward ip6 saddr fd00:1::5 accept comment "` + tag + `"`,
+		`nft insert rule inet filter forward ip6 daddr fd00:1::5 ct state established,related accept comment "` + tag + `"`,
 	}))
 }
 
+// A named chain that does not exist fails Setup, which sends nothing.
+func TestSetupAcceptChainMissing(t *testing.T) {
+	a := sampleAttachment
+	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fw"}, Name: "fwd"}}
+	f := use(t, existing())
+	err := Setup(nil, a)
+	if want := "chain ip fw fwd (nftablesAcceptChains) not found"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Setup = %v, want …%s", err, want)
+	}
+	if len(f.Batches) != 0 {
+		t.Errorf("%d batches sent", len(f.Batches))
+	}
+}
+
 // A second attachment claiming an address already allowed adds its claim
-// only: the lookup element stays as it is.
+// only: the lookup element stays as it is. (Its table filter has no
+// iptables-nft chain: no rules there.)
 func TestGoldenSetupSharedAddress(t *testing.T) {
 	a := Attachment{Owner: nft.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
 	st := existing()
@@ -208,8 +284,9 @@ func TestGoldenSetupReplace(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
-		`iptables-nft -I FORWARD -s 10.1.0.6/32 -m comment --comment "` + s + `" -j ACCEPT`,
-		`iptables-nft -I FORWARD -d 10.1.0.6/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + s + `" -j ACCEPT`,
+	}, iptNotes("10.1.0.6", s), []string{
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
 	}))
 }
 
@@ -217,7 +294,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 // elements only it claimed; a bridge still used by other keeps its
 // elements, re-tagged.
 func TestGoldenTeardown(t *testing.T) {
-	f := run(t, existing(), func() error { return Teardown(nil, sample) })
+	f := run(t, existing(), func() error { return Teardown(nil, sample, nil) })
 	o, i := other.Tag(), id(sample)
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -231,6 +308,8 @@ func TestGoldenTeardown(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
 	})
 }
 
@@ -251,7 +330,70 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete rule ip filter FORWARD handle 3`,
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
 	})
+}
+
+// GC finds the network's rules wherever they are — in a chain no
+// configuration names any more, say — and never portmap's rules of the
+// same attachment.
+func TestGoldenGCEverywhere(t *testing.T) {
+	st := existing()
+	st.Chains["inet filter forward"] = []string{sample.Tag(), "an administrator's rule", sample.ComponentTag("portmap")}
+	st.Chains["ip filter FORWARD"] = []string{sample.ComponentTag("portmap"), "docker"}
+	delete(st.Chains, "ip6 filter FORWARD")
+	f := run(t, st, func() error { return GC(nil, "mynet", []nft.Owner{other}) })
+	i := id(sample)
+	nfttest.Golden(t, "gc_everywhere", f.Only(t), []string{
+		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow4 { 10.1.0.5 }`,
+		`nft delete element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall allow6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" }`,
+		`nft delete element inet nftcni_firewall bridges { "br0" }`,
+		`nft add element inet nftcni_firewall bridges { "br0" comment "` + other.Tag() + `" }`,
+		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
+		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + other.Tag() + `" }`,
+		`nft delete rule inet filter forward handle 2`,
+	})
+}
+
+// The last rules in an iptables-nft filter table that holds nothing else —
+// what Setup created — go with the table; a table with anything of
+// anyone's besides (a chain, a DROP policy) stays.
+func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
+	accept, drop := uint32(nftables.ChainPolicyAccept), uint32(nftables.ChainPolicyDrop)
+	s := sample.Tag()
+	st := nfttest.State{Gen: 5,
+		Tables:   map[string]bool{"ip filter": true, "ip6 filter": true},
+		Chains:   map[string][]string{"ip filter FORWARD": {s, s}, "ip6 filter FORWARD": {s, s}},
+		Policies: map[string]uint32{"ip filter FORWARD": accept, "ip6 filter FORWARD": accept},
+	}
+	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	nfttest.Golden(t, "teardown_prune", f.Only(t), []string{
+		`nft delete rule ip filter FORWARD handle 2`,
+		`nft delete rule ip filter FORWARD handle 3`,
+		`nft delete table ip filter`,
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
+		`nft delete table ip6 filter`,
+	})
+	for name, edit := range map[string]func(*nfttest.State){
+		"DROP policy":   func(st *nfttest.State) { st.Policies["ip filter FORWARD"] = drop },
+		"another chain": func(st *nfttest.State) { st.Chains["ip filter DOCKER-USER"] = nil },
+		"another rule":  func(st *nfttest.State) { st.Chains["ip filter FORWARD"] = []string{s, "docker", s} },
+	} {
+		st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip filter": true},
+			Chains: map[string][]string{"ip filter FORWARD": {s, s}}, Policies: map[string]uint32{"ip filter FORWARD": accept}}
+		edit(&st)
+		f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+		for _, m := range f.Only(t) {
+			if int(m.Header.Type)&0xff == unix.NFT_MSG_DELTABLE {
+				t.Errorf("%s: the table was deleted", name)
+			}
+		}
+	}
 }
 
 // Nothing to remove: no batch at all, and no table is created.
@@ -260,7 +402,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent.ContainerID = "absent"
 	for name, st := range map[string]nfttest.State{"no table": {Gen: 3}, "not present": existing()} {
 		f := use(t, st)
-		if err := Teardown(nil, absent); err != nil {
+		if err := Teardown(nil, absent, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if err := GC(nil, "othernet", nil); err != nil {
@@ -280,7 +422,7 @@ func TestTeardownForeignWithoutTable(t *testing.T) {
 	st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip6 filter": true}, Chains: map[string][]string{
 		"ip6 filter FORWARD": {"x", sample.Tag(), sample.Tag()},
 	}}
-	f := run(t, st, func() error { return Teardown(nil, sample) })
+	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
 	nfttest.Golden(t, "teardown_foreign", f.Only(t), []string{
 		`nft delete rule ip6 filter FORWARD handle 3`,
 		`nft delete rule ip6 filter FORWARD handle 4`,
@@ -313,7 +455,18 @@ func TestCheck(t *testing.T) {
 			`bridge "br0": no element for this attachment in set inet nftcni_firewall isolated_owners`},
 		{"foreign rule gone", func(s *nfttest.State) { s.Chains["ip filter FORWARD"] = s.Chains["ip filter FORWARD"][:4] }, sampleAttachment,
 			"chain ip filter FORWARD: 1 accept rules of this attachment, want 2"},
+		// A table called filter without iptables-nft's chains: not
+		// iptables-nft's, Setup would not have created FORWARD there.
 		{"foreign chain gone", func(s *nfttest.State) { delete(s.Chains, "ip filter FORWARD") }, sampleAttachment, ""},
+		{"foreign table gone", func(s *nfttest.State) { delete(s.Chains, "ip6 filter FORWARD"); delete(s.Tables, "ip6 filter") }, sampleAttachment,
+			"chain ip6 filter FORWARD not found: want 2 accept rules of this attachment there"},
+		{"portmap's rules do not count", func(s *nfttest.State) {
+			s.Chains["ip6 filter FORWARD"] = []string{sample.ComponentTag("portmap"), sample.Tag()}
+		}, sampleAttachment, "chain ip6 filter FORWARD: 1 accept rules of this attachment, want 2"},
+		{"accept chain", func(s *nfttest.State) { s.Chains["inet filter forward"] = []string{sample.Tag()} }, withChain(sampleAttachment, "inet filter forward"),
+			"chain inet filter forward: 1 accept rules of this attachment, want 4"},
+		{"accept chain missing", func(s *nfttest.State) {}, withChain(sampleAttachment, "ip fw fwd"),
+			"chain ip fw fwd (nftablesAcceptChains) not found"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st := existing()
@@ -328,6 +481,15 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withChain(a Attachment, chain string) Attachment {
+	ch, err := foreign.Parse(chain)
+	if err != nil {
+		panic(err)
+	}
+	a.AcceptChains = []foreign.Chain{ch}
+	return a
 }
 
 func errText(err error) string {
@@ -369,21 +531,5 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 	}
 	if len(f.Batches) != 2 || f.State.Gen != 9 {
 		t.Errorf("%d batches, generation %d; want 2 (refused, then committed), 9", len(f.Batches), f.State.Gen)
-	}
-}
-
-// The conntrack match info is what google/nftables' own encoding of struct
-// xt_conntrack_mtinfo3 gives for `--ctstate RELATED,ESTABLISHED`.
-func TestConntrackStateInfo(t *testing.T) {
-	info := &xt.ConntrackMtinfo3{ConntrackMtinfo2: xt.ConntrackMtinfo2{
-		ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)},
-		StateMask:           ctStateEstablished | ctStateRelated,
-	}}
-	want, err := xt.Marshal(xt.TableFamily(nftables.TableFamilyIPv4), 3, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := conntrackStateInfo(ctStateEstablished | ctStateRelated); !bytes.Equal(got, want) {
-		t.Errorf("info\n%x\nwant\n%x", got, want)
 	}
 }

@@ -95,7 +95,7 @@ func TestLiveSetupTeardown(t *testing.T) {
 	})
 
 	for range 2 { // idempotent
-		if err := Teardown(ns, o); err != nil {
+		if err := Teardown(ns, o, nil); err != nil {
 			t.Fatal(err)
 		}
 		live.Expect(t, ns, nil)
@@ -148,7 +148,7 @@ func TestLiveSharedClaims(t *testing.T) {
 	if got := live.Read(t, ns); !slices.Equal(got["allow4"], []string{elem("10.1.0.5", x)}) || len(got["owners4"]) != 2 || len(got["bridge_owners"]) != 2 {
 		t.Fatalf("after both Setups: %q", got)
 	}
-	if err := Teardown(ns, x); err != nil {
+	if err := Teardown(ns, x, nil); err != nil {
 		t.Fatal(err)
 	}
 	i := q(id(y))
@@ -162,7 +162,7 @@ func TestLiveSharedClaims(t *testing.T) {
 	if err := Check(ns, Attachment{Owner: y, Addrs: addrs("10.1.0.5"), Bridge: "br0", Policy: PolicySameBridge}); err != nil {
 		t.Errorf("Check of the remaining owner: %v", err)
 	}
-	if err := Teardown(ns, y); err != nil {
+	if err := Teardown(ns, y, nil); err != nil {
 		t.Fatal(err)
 	}
 	live.Expect(t, ns, nil)
@@ -201,7 +201,7 @@ func TestLiveGC(t *testing.T) {
 func TestLiveNothingToRemove(t *testing.T) {
 	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	live.CreatesNothing(t,
-		func(ns *netns.NS) error { return Teardown(ns, o) },
+		func(ns *netns.NS) error { return Teardown(ns, o, nil) },
 		func(ns *netns.NS) error { return GC(ns, "net1", nil) })
 }
 
@@ -265,7 +265,9 @@ func comments(t *testing.T, c *nft.Conn, ch *nftables.Chain) []string {
 
 // The iptables-nft chains get the owner's rules at their head, replaced by
 // a Setup with other addresses, removed by Teardown; the chain's policy
-// and other rules stay, and the ip6 table, absent, is not created.
+// and other rules stay. The ip6 chain, absent, is created as iptables-nft
+// would (policy accept), and its table goes with the owner's last rule in
+// it, holding nothing else.
 func TestLiveForeignChain(t *testing.T) {
 	ns := privtest.NewNS(t)
 	filter := foreignFilter(t, ns, nftables.TableFamilyIPv4)
@@ -280,9 +282,19 @@ func TestLiveForeignChain(t *testing.T) {
 			t.Errorf("ip filter FORWARD %q, want %q", got, want)
 		}
 	}
-	ip6 := &nftables.Table{Family: nftables.TableFamilyIPv6, Name: "filter"}
-	if ok, err := c.TableExists(ip6); err != nil || ok {
-		t.Errorf("table ip6 filter exists: %v %v", ok, err)
+	ip6 := &nftables.Chain{Table: &nftables.Table{Family: nftables.TableFamilyIPv6, Name: "filter"}, Name: "FORWARD"}
+	if got := comments(t, c, ip6); !slices.Equal(got, []string{o.Tag(), o.Tag()}) {
+		t.Errorf("ip6 filter FORWARD %q, want the owner's two rules", got)
+	}
+	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseLasting()
+	ch, err := g.ListChain(ip6.Table, "FORWARD")
+	if err != nil || ch.Policy == nil || *ch.Policy != nftables.ChainPolicyAccept || *ch.Hooknum != *nftables.ChainHookForward ||
+		*ch.Priority != *nftables.ChainPriorityFilter || ch.Type != nftables.ChainTypeFilter {
+		t.Errorf("ip6 FORWARD chain Setup created: %+v %v", ch, err)
 	}
 	if err := Setup(ns, Attachment{Owner: o, Addrs: addrs("10.99.0.7")}); err != nil {
 		t.Fatal(err)
@@ -290,21 +302,19 @@ func TestLiveForeignChain(t *testing.T) {
 	if got := comments(t, c, filter); len(got) != 3 {
 		t.Errorf("after a Setup with one address: %q", got)
 	}
+	if ok, err := c.TableExists(ip6.Table); err != nil || ok {
+		t.Errorf("table ip6 filter after a Setup with one IPv4 address: %v %v, want it gone with the owner's last rule", ok, err)
+	}
 	if err := Check(ns, Attachment{Owner: o, Addrs: addrs("10.99.0.7")}); err != nil {
 		t.Error(err)
 	}
-	if err := Teardown(ns, o); err != nil {
+	if err := Teardown(ns, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := comments(t, c, filter); !slices.Equal(got, []string{"a foreign rule"}) {
 		t.Errorf("after Teardown: %q", got)
 	}
-	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.CloseLasting()
-	ch, err := g.ListChain(filter.Table, "FORWARD")
+	ch, err = g.ListChain(filter.Table, "FORWARD")
 	if err != nil || ch.Policy == nil || *ch.Policy != nftables.ChainPolicyDrop {
 		t.Errorf("FORWARD chain after Teardown: %+v %v", ch, err)
 	}
@@ -415,7 +425,7 @@ func TestLiveForeignDropPolicyTraffic(t *testing.T) {
 			t.Errorf("%s → %s: a new connection from outside passed", fam.out, fam.ctr)
 		}
 	}
-	if err := Teardown(host, o); err != nil {
+	if err := Teardown(host, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, fam := range []struct{ ctr, out string }{{"10.99.0.5", "192.0.2.2"}, {"fd00:99::5", "2001:db8::2"}} {

@@ -128,8 +128,8 @@ func TestLiveRecycledPortNewMAC(t *testing.T) {
 		"guarded": {`"veth1" comment "` + b.Tag() + `"`},
 		"allowed": {`"veth1" . 02:00:00:00:00:02 comment "` + b.Tag() + `"`},
 		"owners": {
-			`"` + a.AttachmentHash() + `" comment "` + a.Tag() + `"`,
-			`"` + b.AttachmentHash() + `" comment "` + b.Tag() + `"`,
+			`"` + a.AttachmentHash() + `" comment "` + a.MarkerWith("veth1 02:00:00:00:00:01").Comment + `"`,
+			`"` + b.AttachmentHash() + `" comment "` + b.MarkerWith("veth1 02:00:00:00:00:02").Comment + `"`,
 		},
 	})
 	for _, o := range []nft.Owner{a, b} {

@@ -55,6 +55,7 @@ package macspoof
 import (
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -75,7 +76,7 @@ var (
 	// Golden tests set its Open to a fake nf_tables.
 	// Take-over is by port name whatever the MAC, which a lookup of the
 	// wanted (port . MAC) cannot find: see nft.TaggedTable.
-	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, TakeOverByPrefix: true}
+	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, Recompute: recompute, TakeOverByPrefix: true}
 
 	table = &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName}
 
@@ -101,24 +102,47 @@ const ifnameLen = 16
 // idempotent; a Setup of the same owner replaces its previous port and MAC.
 func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) error {
 	what := fmt.Sprintf("adding MAC spoof check for %s on %s", mac, hostIf)
-	if hostIf == "" || len(hostIf) >= ifnameLen {
-		return fmt.Errorf("%s: invalid interface name %q", what, hostIf)
+	want, err := elements(owner, hostIf, mac)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if len(mac) != 6 {
-		return fmt.Errorf("%s: not an Ethernet address: %q", what, mac.String())
-	}
-	tag := owner.Tag()
 	port := ifnameKey(hostIf)
-	want := map[*nftables.Set][]nft.Element{
-		guarded: {{Key: port, Comment: tag}},
-		allowed: {{Key: concat(port, mac, []byte{0, 0}), Comment: tag}},
-	}
 	// Besides the owner's own elements from before, anyone's for this port
 	// is taken over (the first 16 bytes of both sets' keys are the port
 	// name).
-	return store.Setup(ns, owner, want, func(_ *nftables.Set, e nft.Element) bool {
+	return store.Setup(ns, owner, want, hostIf+" "+mac.String(), func(_ *nftables.Set, e nft.Element) bool {
 		return len(e.Key) >= ifnameLen && string(e.Key[:ifnameLen]) == string(port)
 	}, what)
+}
+
+// elements are owner's elements for hostIf and mac.
+func elements(owner nft.Owner, hostIf string, mac net.HardwareAddr) (map[*nftables.Set][]nft.Element, error) {
+	if hostIf == "" || len(hostIf) >= ifnameLen {
+		return nil, fmt.Errorf("invalid interface name %q", hostIf)
+	}
+	if len(mac) != 6 {
+		return nil, fmt.Errorf("not an Ethernet address: %q", mac.String())
+	}
+	tag := owner.Tag()
+	port := ifnameKey(hostIf)
+	return map[*nftables.Set][]nft.Element{
+		guarded: {{Key: port, Comment: tag}},
+		allowed: {{Key: concat(port, mac, []byte{0, 0}), Comment: tag}},
+	}, nil
+}
+
+// recompute reads back the record Setup keeps in the owner's marker: the
+// port name and the MAC.
+func recompute(owner nft.Owner, record string) (map[*nftables.Set][]nft.Element, error) {
+	hostIf, m, ok := strings.Cut(record, " ")
+	if !ok {
+		return nil, fmt.Errorf("malformed record %q", record)
+	}
+	mac, err := net.ParseMAC(m)
+	if err != nil {
+		return nil, err
+	}
+	return elements(owner, hostIf, mac)
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,

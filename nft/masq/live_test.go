@@ -34,18 +34,14 @@ var live = nfttest.Live{Table: table, Sets: sets, Key: key}
 // key shows an element's key as nft would list it.
 func key(s *nftables.Set, e nft.Element) string {
 	addr := func(b []byte) string { a, _ := netip.AddrFromSlice(b); return a.String() }
-	var k string
 	switch s {
-	case exempt4, exempt6:
+	case local4, local6:
 		h := len(e.Key) / 2
-		k = addr(e.Key[:h]) + "-" + addr(e.KeyEnd[:h]) + " . " + addr(e.Key[h:])
-		if addr(e.Key[h:]) != addr(e.KeyEnd[h:]) {
-			k += "-" + addr(e.KeyEnd[h:])
-		}
-	default:
-		k = addr(e.Key)
+		return addr(e.Key[:h]) + " . " + addr(e.Key[h:])
+	case src4, src6:
+		return addr(e.Key) + " : jump " + e.Jump
 	}
-	return k
+	return addr(e.Key)
 }
 
 func TestLiveSetupTeardown(t *testing.T) {
@@ -53,10 +49,10 @@ func TestLiveSetupTeardown(t *testing.T) {
 	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	tag := o.Tag()
 	full := map[string][]string{
-		"masq4":   {`10.99.0.5 comment "` + tag + `"`},
-		"masq6":   {`fd00:99::5 comment "` + tag + `"`},
-		"exempt4": {`10.99.0.0-10.99.0.255 . 10.99.0.5 comment "` + tag + `"`},
-		"exempt6": {`fd00:99::-fd00:99::ffff:ffff:ffff:ffff . fd00:99::5 comment "` + tag + `"`},
+		"src4":   {`10.99.0.5 : jump subnet4_24 comment "` + tag + `"`},
+		"src6":   {`fd00:99::5 : jump subnet6_64 comment "` + tag + `"`},
+		"local4": {`10.99.0.5 . 10.99.0.0 comment "` + tag + `"`},
+		"local6": {`fd00:99::5 . fd00:99:: comment "` + tag + `"`},
 	}
 	for range 2 { // idempotent
 		if err := Setup(ns, o, pfx("10.99.0.5/24", "fd00:99::5/64")); err != nil {
@@ -87,8 +83,8 @@ func TestLiveSetupTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	live.Expect(t, ns, map[string][]string{
-		"masq4":   {`10.99.0.6 comment "` + tag + `"`},
-		"exempt4": {`10.99.0.0-10.99.255.255 . 10.99.0.6 comment "` + tag + `"`},
+		"src4":   {`10.99.0.6 : jump subnet4_16 comment "` + tag + `"`},
+		"local4": {`10.99.0.6 . 10.99.0.0 comment "` + tag + `"`},
 	})
 
 	for range 2 { // idempotent
@@ -130,8 +126,8 @@ func TestLiveRulesRepaired(t *testing.T) {
 	if len(rs) != len(rules()) || rs[2].Comment != rules()[2].Comment {
 		t.Errorf("rules not repaired: %+v", rs)
 	}
-	if got := live.Read(t, ns)["masq4"]; len(got) != 2 {
-		t.Errorf("masq4 %q, want both containers", got)
+	if got := live.Read(t, ns)["src4"]; len(got) != 2 {
+		t.Errorf("src4 %q, want both containers", got)
 	}
 }
 
@@ -160,7 +156,7 @@ func TestLiveGC(t *testing.T) {
 	}
 	defer conn.Close()
 	err = conn.Update(func(tx *nft.Tx) error {
-		tx.Batch().AddElements(masq4, []nft.Element{{Key: []byte{192, 0, 2, 9}}})
+		tx.Batch().AddElements(local4, []nft.Element{{Key: []byte{192, 0, 2, 9, 192, 0, 2, 0}}})
 		return nil
 	})
 	if err != nil {
@@ -171,25 +167,25 @@ func TestLiveGC(t *testing.T) {
 	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
 		t.Fatal(err)
 	}
-	got := live.Read(t, ns)["masq4"]
+	got := live.Read(t, ns)["local4"]
 	want := []string{
-		`10.99.0.1 comment "` + a.Tag() + `"`,
-		`10.99.0.3 comment "` + c.Tag() + `"`,
-		`192.0.2.9`,
+		`10.99.0.1 . 10.99.0.0 comment "` + a.Tag() + `"`,
+		`10.99.0.3 . 10.99.0.0 comment "` + c.Tag() + `"`,
+		`192.0.2.9 . 192.0.2.0`,
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("after GC(net1, [a]): masq4 %q, want %q", got, want)
+		t.Errorf("after GC(net1, [a]): local4 %q, want %q", got, want)
 	}
 	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
 		t.Fatal(err)
 	}
-	got = live.Read(t, ns)["masq4"]
+	got = live.Read(t, ns)["local4"]
 	want = want[1:]
 	if !slices.Equal(got, want) {
-		t.Errorf("after GC(net1, []): masq4 %q, want %q", got, want)
+		t.Errorf("after GC(net1, []): local4 %q, want %q", got, want)
 	}
-	if ex := live.Read(t, ns)["exempt4"]; len(ex) != 1 {
-		t.Errorf("exempt4 %q, want only c's", ex)
+	if src := live.Read(t, ns)["src4"]; len(src) != 1 {
+		t.Errorf("src4 %q, want only c's", src)
 	}
 	if els, err := conn.Elements(foreign); err != nil || len(els) != 1 {
 		t.Errorf("foreign table touched: %v %v", els, err)
@@ -228,8 +224,8 @@ func TestLiveTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"masq4":   {`10.1.0.5 comment "` + y.Tag() + `"`},
-		"exempt4": {`10.1.0.0-10.1.255.255 . 10.1.0.5 comment "` + y.Tag() + `"`},
+		"src4":   {`10.1.0.5 : jump subnet4_16 comment "` + y.Tag() + `"`},
+		"local4": {`10.1.0.5 . 10.1.0.0 comment "` + y.Tag() + `"`},
 	}
 	live.Expect(t, ns, want)
 	if err := Teardown(ns, x); err != nil {
@@ -258,7 +254,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := live.Read(t, ns); len(got["masq4"]) != n || len(got["exempt4"]) != n {
+	if got := live.Read(t, ns); len(got["src4"]) != n || len(got["local4"]) != n {
 		t.Errorf("after %d concurrent Setups: %q", n, got)
 	}
 }
@@ -293,6 +289,12 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 		{hh, "to-c", "10.99.0.1/24"}, {hh, "to-c", "fd00:99::1/64"},
 		{hh, "to-i", "192.0.2.1/24"}, {hh, "to-i", "2001:db8::1/64"},
 		{hi, "eth0", "192.0.2.2/24"}, {hi, "eth0", "2001:db8::2/64"},
+		// Beyond the router, but inside the container subnet's wider
+		// prefix (10.99.0.0/16, fd00:99::/48): a destination the
+		// container's own subnet covers when its prefix is declared that
+		// wide.
+		{hh, "to-i", "10.99.128.1/17"}, {hh, "to-i", "fd00:99:0:1::1/64"},
+		{hi, "eth0", "10.99.128.2/17"}, {hi, "eth0", "fd00:99:0:1::2/64"},
 	} {
 		must(a.h.AddAddr(a.link, netip.MustParsePrefix(a.addr), noDAD))
 	}
@@ -332,13 +334,21 @@ func TestLiveMasqueradeTraffic(t *testing.T) {
 		if seen.Addr() != router || !echoed {
 			t.Errorf("%s → %s with masquerade: server saw %v (want %s), echo back: %v", src, dst, seen, router, echoed)
 		}
-		// Inside the container's own subnet nothing is rewritten.
-		routerIn := netip.MustParseAddr("10.99.0.1")
+		// A destination beyond the router outside the container's /24
+		// (/64) is masqueraded; declared with a /16 (/48) prefix, the
+		// container's subnet covers it and nothing is rewritten.
+		near, nearRouter, wide := netip.MustParseAddr("10.99.128.2"), netip.MustParseAddr("10.99.128.1"), pfx("10.99.0.5/16", "fd00:99::5/48")
 		if src.Is6() {
-			routerIn = netip.MustParseAddr("fd00:99::1")
+			near, nearRouter = netip.MustParseAddr("fd00:99:0:1::2"), netip.MustParseAddr("fd00:99:0:1::1")
 		}
-		if seen, _ := privtest.UDPExchange(t, container, host, netip.AddrPortFrom(src, 40003), routerIn, timeout); seen.Addr() != src {
-			t.Errorf("%s → %s (own subnet): server saw %v, want the container's address", src, routerIn, seen)
+		if seen, _ := privtest.UDPExchange(t, container, internet, netip.AddrPortFrom(src, 40003), near, timeout); seen.Addr() != nearRouter {
+			t.Errorf("%s → %s (outside its subnet): server saw %v, want %s", src, near, seen, nearRouter)
+		}
+		if err := Setup(host, o, wide); err != nil {
+			t.Fatal(err)
+		}
+		if seen, _ := privtest.UDPExchange(t, container, internet, netip.AddrPortFrom(src, 40004), near, timeout); seen.Addr() != src {
+			t.Errorf("%s → %s (own subnet): server saw %v, want the container's address", src, near, seen)
 		}
 
 		if err := Teardown(host, o); err != nil {

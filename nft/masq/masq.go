@@ -9,56 +9,64 @@
 // One table of ours holds everything, for both address families:
 //
 //	table inet nftcni_masq {
-//		set masq4 {
-//			type ipv4_addr
-//			elements = { 10.1.0.5 comment "<owner tag>" }
+//		map src4 {
+//			type ipv4_addr : verdict
+//			elements = { 10.1.0.5 : jump subnet4_24 comment "<owner tag>" }
 //		}
-//		set masq6 {
-//			type ipv6_addr
-//			elements = { fd00:1::5 comment "<owner tag>" }
+//		map src6 {
+//			type ipv6_addr : verdict
+//			elements = { fd00:1::5 : jump subnet6_64 comment "<owner tag>" }
 //		}
-//		set exempt4 {
+//		set local4 {
 //			type ipv4_addr . ipv4_addr
-//			flags interval
-//			elements = { 10.1.0.0/24 . 10.1.0.5 comment "<owner tag>" }
+//			elements = { 10.1.0.5 . 10.1.0.0 comment "<owner tag>" }
 //		}
-//		set exempt6 {
+//		set local6 {
 //			type ipv6_addr . ipv6_addr
-//			flags interval
-//			elements = { fd00:1::/64 . fd00:1::5 comment "<owner tag>" }
+//			elements = { fd00:1::5 . fd00:1:: comment "<owner tag>" }
 //		}
 //		set owners {
 //			type ifname
-//			elements = { "<attachment hash>" comment "<owner tag>" }
+//			elements = { "<attachment hash>" comment "<tag hashes> =<addresses>" }
 //		}
 //		chain postrouting {
 //			type nat hook postrouting priority srcnat; policy accept;
-//			ip daddr 224.0.0.0/4 return comment "nftcni masq v1: multicast"
-//			ip6 daddr ff00::/8 return comment "nftcni masq v1: multicast6"
-//			ip daddr . ip saddr @exempt4 return comment "nftcni masq v1: own subnet"
-//			ip6 daddr . ip6 saddr @exempt6 return comment "nftcni masq v1: own subnet6"
-//			ip saddr @masq4 masquerade comment "nftcni masq v1: masquerade"
-//			ip6 saddr @masq6 masquerade comment "nftcni masq v1: masquerade6"
+//			ip daddr 224.0.0.0/4 return comment "nftcni masq v2: multicast"
+//			ip6 daddr ff00::/8 return comment "nftcni masq v2: multicast6"
+//			ip saddr vmap @src4 comment "nftcni masq v2: sources"
+//			ip6 saddr vmap @src6 comment "nftcni masq v2: sources6"
+//		}
+//		chain subnet4_24 {
+//			ip saddr . ip daddr & 255.255.255.0 @local4 return comment "nftcni masq v2: own /24 subnet"
+//			masquerade comment "nftcni masq v2: masquerade"
 //		}
 //	}
 //
-// Why sets rather than the reference's rule per container: a NAT chain is
-// walked for the first packet of every connection, so with one rule per
-// container its cost grows with the number of containers on the host; here
-// it is six rules and at most two set lookups (hash, then pipapo) however
-// many there are.
+// A container address A/len jumps to the chain of its prefix length,
+// which returns when the destination masked to len bits is A's subnet
+// address (the pair A . subnet is in local4) and masquerades otherwise.
+// There is one such chain per prefix length in use (at most 33 for IPv4,
+// 129 for IPv6), made by the first Setup that needs it and never removed;
+// the rules in them are static too.
+//
+// Why maps and sets rather than the reference's rule per container: a NAT
+// chain is walked for the first packet of every connection, so with one
+// rule per container its cost grows with the number of containers on the
+// host; here it is four rules in postrouting and two in the subnet chain,
+// with two hash lookups, however many there are.
 // The rules are static: created once, recognised by their comments (which
 // carry a layout version), and re-created only when those differ. All
 // per-container state is set elements carrying the owner tag
 // (nft.Owner.Tag), so DEL deletes exactly the elements with its tag and GC
 // those with the network's hash and no valid attachment's.
 //
-// "Outside A's subnet" is the pair (destination subnet . source address)
-// in an interval set with concatenations: each container contributes the
-// range of its own subnet, paired with its own address, so containers of
-// different subnets never exempt each other. This needs the pipapo set
-// backend (Linux ≥ 5.6, below our 5.10 floor; an older kernel gets a clear
-// nft.UnsupportedError).
+// Why a chain per prefix length rather than the pair (destination subnet
+// range . source address) in one interval set, as layout v1 had: such a
+// set needs the pipapo backend, and every element added to or removed from
+// a pipapo set costs time in proportion to the whole set (measured: one
+// add and delete, 2.45 ms with 10 elements, 7.33 ms with 1000, 21.6 ms
+// with 4000), which every ADD and DEL paid. Hash sets and maps cost the
+// same whatever their size.
 //
 // One table in the inet family rather than ip + ip6: the rules and sets
 // per family are independent anyway, and one table keeps Setup a single
@@ -68,13 +76,14 @@
 // generation (nft.Conn.Update): concurrent plugin runs never apply a
 // decision to a ruleset they did not read.
 //
-// The owners set holds one marker per owner (nft.OwnersSet): a Setup of an
-// owner without one (a first ADD) reads only the elements for its own
-// addresses, one lookup each, instead of all four sets, so its cost does
-// not grow with the number of containers; see nft.TaggedTable.Setup. A
-// table written by an nftcni without markers: an owner's first Setup after
-// the upgrade does not see its own elements for other addresses (a
-// re-ADD with a changed address), which then stay until its DEL or GC.
+// The owners set holds one marker per owner (nft.OwnersSet), whose comment
+// records the owner's addresses: a Setup of an owner without one (a first
+// ADD) reads only the elements for its own addresses, one lookup each,
+// instead of all four sets, and a Teardown, or a repeated Setup, looks up
+// the elements the recorded addresses give, so neither grows with the
+// number of containers; see nft.TaggedTable. A table of layout v1 keeps its
+// sets (masq4, masq6, exempt4, exempt6): DEL of an owner whose marker
+// records nothing, and GC, still remove that owner's elements from them.
 //
 // # Known limit: one address, one owner
 //
@@ -94,6 +103,8 @@ package masq
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
@@ -114,7 +125,8 @@ const (
 var (
 	// store is the component: the table, chain, sets and rules below.
 	// Golden tests set its Open to a fake nf_tables.
-	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, Needs: []nft.Feature{nft.ConcatRanges}}
+	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules,
+		Chains: subnetChains, Recompute: recompute, Legacy: legacy}
 
 	table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 
@@ -122,19 +134,22 @@ var (
 
 	// Addresses are big endian; nft records that in the set's userdata,
 	// and so do we.
-	masq4 = &nftables.Set{Table: table, Name: "masq4", KeyType: nftables.TypeIPAddr, KeyByteOrder: binaryutil.BigEndian}
-	masq6 = &nftables.Set{Table: table, Name: "masq6", KeyType: nftables.TypeIP6Addr, KeyByteOrder: binaryutil.BigEndian}
+	src4 = &nftables.Set{Table: table, Name: "src4", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict,
+		KeyByteOrder: binaryutil.BigEndian}
+	src6 = &nftables.Set{Table: table, Name: "src6", IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict,
+		KeyByteOrder: binaryutil.BigEndian}
+	local4 = &nftables.Set{Table: table, Name: "local4", KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}
+	local6 = &nftables.Set{Table: table, Name: "local6", KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}
 
-	exempt4 = &nftables.Set{
-		Table: table, Name: "exempt4", Interval: true, Concatenation: true,
-		KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr),
-	}
-	exempt6 = &nftables.Set{
-		Table: table, Name: "exempt6", Interval: true, Concatenation: true,
-		KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr),
-	}
+	sets = []*nftables.Set{src4, src6, local4, local6}
 
-	sets = []*nftables.Set{masq4, masq6, exempt4, exempt6}
+	// legacy are layout v1's sets (see the package comment).
+	legacy = []*nftables.Set{
+		{Table: table, Name: "masq4", KeyType: nftables.TypeIPAddr},
+		{Table: table, Name: "masq6", KeyType: nftables.TypeIP6Addr},
+		{Table: table, Name: "exempt4", Interval: true, Concatenation: true, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)},
+		{Table: table, Name: "exempt6", Interval: true, Concatenation: true, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)},
+	}
 )
 
 // Setup masquerades traffic from addrs (container addresses with their
@@ -150,7 +165,7 @@ func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return store.Setup(ns, owner, want, func(s *nftables.Set, e nft.Element) bool { return nft.SameAddress(s, e, want[s]) }, what)
+	return store.Setup(ns, owner, want, record(addrs), func(s *nftables.Set, e nft.Element) bool { return sameAddress(s, e, want[s]) }, what)
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,
@@ -176,6 +191,42 @@ func describe(addrs []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
+// record is what the owner's marker keeps of a Setup: its addresses, from
+// which recompute rebuilds the elements.
+func record(addrs []netip.Prefix) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, " ")
+}
+
+func recompute(owner nft.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
+	var addrs []netip.Prefix
+	for _, f := range strings.Fields(rec) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, p)
+	}
+	return elements(owner, addrs)
+}
+
+// sameAddress reports whether e, an element of s, is for the same
+// container address as one of want: the address is the whole key of
+// src4/src6 and the first half of local4/local6's. The newest attachment
+// of an address takes over such an element (a missed DEL's leftover).
+func sameAddress(s *nftables.Set, e nft.Element, want []nft.Element) bool {
+	addrOf := func(k []byte) []byte {
+		if s == local4 || s == local6 {
+			return k[:len(k)/2]
+		}
+		return k
+	}
+	return slices.ContainsFunc(want, func(w nft.Element) bool { return string(addrOf(e.Key)) == string(addrOf(w.Key)) })
+}
+
 // elements computes owner's wanted elements per set.
 func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.Element, error) {
 	tag := owner.Tag()
@@ -191,20 +242,44 @@ func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.El
 			bits = max(bits-96, 0)
 		}
 		sub := netip.PrefixFrom(a, bits).Masked()
-		first, last := sub.Addr().AsSlice(), nft.LastAddr(sub).AsSlice()
-		addr := a.AsSlice()
-		ms, es := masq4, exempt4
+		ss, ls := src4, local4
 		if a.Is6() {
-			ms, es = masq6, exempt6
+			ss, ls = src6, local6
 		}
-		want[ms] = append(want[ms], nft.Element{Key: addr, Comment: tag})
-		want[es] = append(want[es], nft.Element{
-			Key:     nft.Concat(first, addr),
-			KeyEnd:  nft.Concat(last, addr),
-			Comment: tag,
-		})
+		want[ss] = append(want[ss], nft.Element{Key: a.AsSlice(), Jump: subnetChain(a.Is4(), bits).Name, Comment: tag})
+		want[ls] = append(want[ls], nft.Element{Key: nft.Concat(a.AsSlice(), sub.Addr().AsSlice()), Comment: tag})
 	}
 	return want, nil
+}
+
+// subnetChain is the chain of addresses with prefix length bits.
+func subnetChain(v4 bool, bits int) *nftables.Chain {
+	name := fmt.Sprintf("subnet6_%d", bits)
+	if v4 {
+		name = fmt.Sprintf("subnet4_%d", bits)
+	}
+	return &nftables.Chain{Table: table, Name: name}
+}
+
+// subnetChains are the chains want's verdict map elements jump to, with
+// their rules, each once.
+func subnetChains(want map[*nftables.Set][]nft.Element) []nft.ChainRules {
+	var out []nft.ChainRules
+	for _, s := range []*nftables.Set{src4, src6} {
+		for _, e := range want[s] {
+			if slices.ContainsFunc(out, func(c nft.ChainRules) bool { return c.Chain.Name == e.Jump }) {
+				continue
+			}
+			v4 := s == src4
+			_, n, _ := strings.Cut(e.Jump, "_")
+			bits, err := strconv.Atoi(n)
+			if err != nil {
+				continue // not a chain of ours: elements() names them all
+			}
+			out = append(out, nft.ChainRules{Chain: subnetChain(v4, bits), Rules: subnetRules(v4, bits)})
+		}
+	}
+	return out
 }
 
 // Registers as nft numbers them (and `nft --debug` prints them): 1 is the
@@ -227,7 +302,7 @@ func rules() []nft.StaticRule {
 	return []nft.StaticRule{
 		{
 			// ip daddr 224.0.0.0/4 return
-			Comment: "nftcni masq v1: multicast",
+			Comment: "nftcni masq v2: multicast",
 			Exprs: concatExprs(is(unix.NFPROTO_IPV4),
 				load(ip4Dst, 1, reg1),
 				[]expr.Any{
@@ -238,7 +313,7 @@ func rules() []nft.StaticRule {
 		},
 		{
 			// ip6 daddr ff00::/8 return
-			Comment: "nftcni masq v1: multicast6",
+			Comment: "nftcni masq v2: multicast6",
 			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
 				load(ip6Dst, 1, reg1),
 				[]expr.Any{
@@ -247,44 +322,47 @@ func rules() []nft.StaticRule {
 				}),
 		},
 		{
-			// ip daddr . ip saddr @exempt4 return
-			Comment: "nftcni masq v1: own subnet",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV4),
-				load(ip4Dst, 4, reg1), load(ip4Src, 4, reg9),
-				[]expr.Any{
-					&expr.Lookup{SourceRegister: reg1, SetName: exempt4.Name},
-					&expr.Verdict{Kind: expr.VerdictReturn},
-				}),
-		},
-		{
-			// ip6 daddr . ip6 saddr @exempt6 return
-			Comment: "nftcni masq v1: own subnet6",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
-				load(ip6Dst, 16, reg1), load(ip6Src, 16, reg2),
-				[]expr.Any{
-					&expr.Lookup{SourceRegister: reg1, SetName: exempt6.Name},
-					&expr.Verdict{Kind: expr.VerdictReturn},
-				}),
-		},
-		{
-			// ip saddr @masq4 masquerade
-			Comment: "nftcni masq v1: masquerade",
+			// ip saddr vmap @src4
+			Comment: "nftcni masq v2: sources",
 			Exprs: concatExprs(is(unix.NFPROTO_IPV4),
 				load(ip4Src, 4, reg1),
+				[]expr.Any{&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: src4.Name}}),
+		},
+		{
+			// ip6 saddr vmap @src6
+			Comment: "nftcni masq v2: sources6",
+			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
+				load(ip6Src, 16, reg1),
+				[]expr.Any{&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: src6.Name}}),
+		},
+	}
+}
+
+// subnetRules are the rules of the chain for prefix length bits: return
+// when the destination is in the source's subnet, masquerade otherwise.
+// Only addresses of the chain's family jump to it, so they need no family
+// match.
+func subnetRules(v4 bool, bits int) []nft.StaticRule {
+	n, src, dst, after, set := uint32(4), uint32(ip4Src), uint32(ip4Dst), uint32(reg9), local4.Name
+	if !v4 {
+		n, src, dst, after, set = 16, ip6Src, ip6Dst, reg2, local6.Name
+	}
+	mask := nft.PrefixMask(bits, int(n))
+	return []nft.StaticRule{
+		{
+			// ip saddr . ip daddr & <mask> @local4 return
+			Comment: fmt.Sprintf("nftcni masq v2: own /%d subnet", bits),
+			Exprs: concatExprs(load(src, n, reg1), load(dst, n, after),
 				[]expr.Any{
-					&expr.Lookup{SourceRegister: reg1, SetName: masq4.Name},
-					&expr.Masq{},
+					&expr.Bitwise{SourceRegister: after, DestRegister: after, Len: n, Mask: mask, Xor: make([]byte, n)},
+					&expr.Lookup{SourceRegister: reg1, SetName: set},
+					&expr.Verdict{Kind: expr.VerdictReturn},
 				}),
 		},
 		{
-			// ip6 saddr @masq6 masquerade
-			Comment: "nftcni masq v1: masquerade6",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
-				load(ip6Src, 16, reg1),
-				[]expr.Any{
-					&expr.Lookup{SourceRegister: reg1, SetName: masq6.Name},
-					&expr.Masq{},
-				}),
+			// masquerade
+			Comment: "nftcni masq v2: masquerade",
+			Exprs:   []expr.Any{&expr.Masq{}},
 		},
 	}
 }

@@ -105,7 +105,8 @@ var staticNotes4 = []string{
 	`nft add table ip nftcni_portmap`,
 	`nft add map ip nftcni_portmap hostip_ports { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }`,
 	`nft add map ip nftcni_portmap ports { type inet_proto . inet_service : ipv4_addr . inet_service; }`,
-	`nft add set ip nftcni_portmap hairpin { type ipv4_addr . ipv4_addr; flags interval; }`,
+	`nft add map ip nftcni_portmap hairpins { type ipv4_addr : verdict; }`,
+	`nft add set ip nftcni_portmap hairpin_local { type ipv4_addr . ipv4_addr; }`,
 	`nft add set ip nftcni_portmap localhost { type ipv4_addr; }`,
 	`nft add set ip nftcni_portmap localnet { type ifname . ifname; }`,
 	`nft add map ip nftcni_portmap localnet_prior { type ifname : mark; }`,
@@ -125,10 +126,31 @@ var ruleNotes4 = []string{
 	`nft add rule ip nftcni_portmap prerouting ip daddr 127.0.0.0/8 return comment "` + cmtLoopback + `"`,
 	`nft add rule ip nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
-	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+	`nft add rule ip nftcni_portmap postrouting ct status dnat ip daddr vmap @hairpins comment "` + cmtHairpin + `"`,
 	`nft add rule ip nftcni_portmap postrouting ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade comment "` + cmtLocalhost + `"`,
 	`nft add rule ip nftcni_portmap input iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8 ct state & (established|related) == 0 ct status & dnat == 0 drop comment "` + cmtGuard + `"`,
 }
+
+// hairpin24Notes create the hairpin chain of /24 containers.
+var hairpin24Notes = hairpinNotes("ip", 24, "255.255.255.0")
+
+// hairpinNotes create family fam's hairpin chain of prefix length bits,
+// whose mask nft prints as mask.
+func hairpinNotes(fam string, bits int, mask string) []string {
+	what := fmt.Sprintf("from the /%d subnet", bits)
+	if bits == 0 {
+		what = "from any source (masqAll)"
+	}
+	ch := fmt.Sprintf("%s nftcni_portmap hairpin_%d", fam, bits)
+	return []string{
+		`nft add chain ` + ch,
+		`nft add rule ` + ch + ` ` + fam + ` daddr . ` + fam + ` saddr & ` + mask + ` @hairpin_local masquerade comment "nftcni portmap v2: hairpin ` + what + ` (` + fam + `)"`,
+	}
+}
+
+// otherSpec is other's spec in existing: udp 5353 → 10.88.0.7:5353.
+var otherSpec = Spec{Owner: other, Mappings: []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP,
+	Target: netip.MustParseAddrPort("10.88.0.7:5353")}}}
 
 func comments(f *family) map[string][]string {
 	m := map[string][]string{}
@@ -138,27 +160,57 @@ func comments(f *family) map[string][]string {
 			m["ip "+TableName+" "+ch.Name] = append(m["ip "+TableName+" "+ch.Name], r.Comment)
 		}
 	}
+	for _, r := range hairpinRules(f, 24) {
+		m["ip "+TableName+" hairpin_24"] = append(m["ip "+TableName+" hairpin_24"], r.Comment)
+	}
 	return m
 }
 
-// existing is a ruleset where sample holds tcp 8080 and other udp 5353.
+// pm is o's tag on portmap's rules in foreign chains.
+func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+
+// acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
+// of the accept for connections DNATed to addr:port over proto, with o's
+// tag.
+func acceptNote(proto, addr, port string, o nft.Owner) string {
+	cmd := "iptables-nft"
+	if strings.Contains(addr, ":") {
+		cmd = "ip6tables-nft"
+	}
+	return cmd + ` -I FORWARD -m conntrack --ctstate DNAT --ctproto ` + proto + ` --ctreplsrc ` + addr + ` --ctreplsrcport ` + port +
+		` -m comment --comment "` + pm(o) + `" -j ACCEPT`
+}
+
+// createNotes create iptables-nft's filter table and FORWARD chain of
+// family fam, as iptables-nft itself would.
+func createNotes(fam string) []string {
+	return []string{
+		`nft add table ` + fam + ` filter`,
+		`nft create chain ` + fam + ` filter FORWARD { type filter hook forward priority filter; policy accept; }`,
+	}
+}
+
+// existing is a ruleset where sample holds tcp 8080 and other udp 5353,
+// with iptables-nft's FORWARD chain holding their accepts, one of
+// Docker's, and sample's firewall rule.
 func existing() nfttest.State {
+	chains := comments(fam4)
+	chains["ip filter FORWARD"] = []string{sample.Tag(), pm(sample), "docker", pm(other)}
 	return nfttest.State{
 		Gen:    41,
-		Tables: map[string]bool{"ip nftcni_portmap": true},
-		Chains: comments(fam4),
+		Tables: map[string]bool{"ip nftcni_portmap": true, "ip filter": true},
+		Chains: chains,
 		Sets: map[string][]nfttest.Elem{
 			"ip nftcni_portmap ports": {
 				{Key: []byte{6, 0, 0, 0, 0x1f, 0x90, 0, 0}, Val: []byte{10, 88, 0, 5, 0, 80, 0, 0}, Comment: sample.Tag()},
 				{Key: []byte{17, 0, 0, 0, 0x14, 0xe9, 0, 0}, Val: []byte{10, 88, 0, 7, 0x14, 0xe9, 0, 0}, Comment: other.Tag()},
 			},
-			"ip nftcni_portmap hairpin": {
-				{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
-			},
+			"ip nftcni_portmap hairpins":       {{Key: []byte{10, 88, 0, 5}, Jump: "hairpin_24", Comment: sample.Tag()}},
+			"ip nftcni_portmap hairpin_local":  {{Key: []byte{10, 88, 0, 5, 10, 88, 0, 0}, Comment: sample.Tag()}},
 			"ip nftcni_portmap localhost":      {{Key: []byte{10, 88, 0, 5}, Comment: sample.Tag()}},
 			"ip nftcni_portmap localnet":       {localnetElem(localnetRecord("cni0", sample))},
 			"ip nftcni_portmap localnet_prior": {{Key: priorKey("cni0"), Val: []byte{0, 0, 0, 0}, Comment: priorComment}},
-			"ip nftcni_portmap owners":         {nfttest.Marker(sample), nfttest.Marker(other)},
+			"ip nftcni_portmap owners":         {nfttest.MarkerWith(sample, record(web)), nfttest.MarkerWith(other, record(otherSpec))},
 		},
 	}
 }
@@ -166,18 +218,24 @@ func existing() nfttest.State {
 func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, Comment: e.Comment} }
 
 // A first Setup records cni0's route_localnet (0) and its own use of it,
-// and sets it only after the commit.
+// and sets it only after the commit. On a host without iptables-nft
+// tables, the FORWARD chain is created as iptables-nft would (a DROP
+// policy set later keeps the accept); there is no IPv6 mapping, so no ip6
+// chain.
 func TestGoldenSetupFresh(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, []string{
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
 		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
-		nfttest.CreateMarkerNote(tbl, sample),
+		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5 ncni0"),
+	}, createNotes("ip"), []string{
+		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
@@ -189,7 +247,8 @@ var staticNotes6 = []string{
 	`nft add table ip6 nftcni_portmap`,
 	`nft add map ip6 nftcni_portmap hostip_ports { type ipv6_addr . inet_proto . inet_service : ipv6_addr . inet_service; }`,
 	`nft add map ip6 nftcni_portmap ports { type inet_proto . inet_service : ipv6_addr . inet_service; }`,
-	`nft add set ip6 nftcni_portmap hairpin { type ipv6_addr . ipv6_addr; flags interval; }`,
+	`nft add map ip6 nftcni_portmap hairpins { type ipv6_addr : verdict; }`,
+	`nft add set ip6 nftcni_portmap hairpin_local { type ipv6_addr . ipv6_addr; }`,
 	nfttest.OwnersSetNote("ip6 nftcni_portmap"),
 	`nft add chain ip6 nftcni_portmap conditional`,
 	`nft add chain ip6 nftcni_portmap hostports`,
@@ -202,10 +261,12 @@ var staticNotes6 = []string{
 	`nft add rule ip6 nftcni_portmap prerouting ip6 daddr ::1 return comment "` + cmtLoopback + `"`,
 	`nft add rule ip6 nftcni_portmap prerouting fib daddr type local jump hostports comment "` + cmtLocal + `"`,
 	`nft add rule ip6 nftcni_portmap output fib daddr type local jump hostports comment "` + cmtLocal + `"`,
-	`nft add rule ip6 nftcni_portmap postrouting ct status dnat ip6 saddr . ip6 daddr @hairpin masquerade comment "` + cmtHairpin + `"`,
+	`nft add rule ip6 nftcni_portmap postrouting ct status dnat ip6 daddr vmap @hairpins comment "` + cmtHairpin + `"`,
 }
 
 // The ip6 table: no localhost forwarding, and prerouting leaves ::1 alone.
+// ip6tables-nft's FORWARD chain is created for the accept, as ip6tables-nft
+// would; there is no IPv4 mapping, so no ip chain.
 func TestGoldenSetupFresh6(t *testing.T) {
 	s := Spec{Owner: sample,
 		Mappings: []Mapping{{HostIP: netip.IPv6Loopback(), HostPort: 8080, Proto: unix.IPPROTO_TCP,
@@ -215,24 +276,49 @@ func TestGoldenSetupFresh6(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{})
 	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, []string{
+	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, hairpinNotes("ip6", 64, "ffff:ffff:ffff:ffff::"), []string{
 		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
-		`nft add element ip6 nftcni_portmap hairpin { fd00:88::/64 . fd00:88::5 comment "` + tag + `" }`,
-		nfttest.CreateMarkerNote("ip6 nftcni_portmap", sample),
+		`nft add element ip6 nftcni_portmap hairpins { fd00:88::5 : jump hairpin_64 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::5 . fd00:88:: comment "` + tag + `" }`,
+		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", sample, "6:8080>[fd00:88::5]:80@::1 hfd00:88::5/64"),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::5", "80", sample),
 	}))
 	wantWrites(t, writes)
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
-// no element.
+// no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
-	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
-		t.Errorf("dumps %q, want one per set and localnet_prior (marker present: slow path)", d)
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
+	}
+	// The owner has state: its accepts in iptables-nft's FORWARD chain
+	// are read and found complete.
+	if !slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want ip filter FORWARD's", f.RuleReads)
 	}
 	wantWrites(t, writes, cni0Localnet+"=1")
+}
+
+// A marker without a record (from before records) makes a repeated
+// Setup read whole sets, and the marker gets its record.
+func TestSetupAgainWithoutRecord(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
+	f := nfttest.Run(t, &open, st, func() error { return Setup(nil, web) })
+	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
+		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
+	}
+	wantWrites(t, writes, cni0Localnet+"=1")
+	nfttest.Golden(t, "setup_again_record", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
+		nfttest.DelMarkerNote(tbl, sample),
+		nfttest.CreateMarkerWithNote(tbl, sample, record(web)),
+	}))
 }
 
 // A first Setup of an owner on an existing table (no marker: the fast
@@ -252,10 +338,12 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
-		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.9 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.9 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
-		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
@@ -264,10 +352,16 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	// read from the sysctl again.
 	wantWrites(t, writes, cni0Localnet+"=1")
 	// No table for ip6: not even the marker is asked for there.
-	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpin",
-		"get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet", "get ip nftcni_portmap localnet_prior"}
+	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpins",
+		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet",
+		"get ip nftcni_portmap localnet_prior"}
 	if !slices.Equal(f.Reads, want) {
 		t.Errorf("reads %q, want %q", f.Reads, want)
+	}
+	// Nor is iptables-nft's FORWARD chain read: an owner without a
+	// marker has no rules there.
+	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
 	}
 }
 
@@ -284,16 +378,57 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	// DEL or GC) beside the new one.
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.5 . 80 comment "` + tag + `" }`,
-		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
-		`nft create element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
-		nfttest.CreateMarkerNote(tbl, nfttest.Third),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
+		acceptNote("6", "10.88.0.5", "80", nfttest.Third),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}
+}
+
+// masqAll: each address's hairpin element covers every source, in both
+// families; localhost, localnet and the forward accepts are as without it
+// (existing() has no ip6 filter table: ip6tables-nft's FORWARD chain is
+// created).
+func TestGoldenSetupMasqAll(t *testing.T) {
+	s := Spec{
+		Owner: nfttest.Third,
+		Mappings: []Mapping{
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.9:80")},
+			{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("[fd00:88::9]:80")},
+		},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.9/24"), netip.MustParsePrefix("fd00:88::9/64")},
+		MasqAll:   true,
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
+		Localnet:  []string{"cni0"},
+	}
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	tag := nfttest.Third.Tag()
+	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
+	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
+		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpins { 10.88.0.9 : jump hairpin_0 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap hairpin_local { 10.88.0.9 . 0.0.0.0 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localhost { 10.88.0.9 comment "` + tag + `" }`,
+		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
+		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, rec),
+	}, staticNotes6, hairpinNotes("ip6", 0, "::"), []string{
+		`nft add element ip6 nftcni_portmap ports { tcp . 9090 : fd00:88::9 . 80 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpins { fd00:88::9 : jump hairpin_0 comment "` + tag + `" }`,
+		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::9 . :: comment "` + tag + `" }`,
+		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", nfttest.Third, rec),
+		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
+	}, createNotes("ip6"), []string{
+		acceptNote("6", "fd00:88::9", "80", nfttest.Third),
+	}))
 }
 
 // When the fast path's batch is refused, Setup runs once more on the slow
@@ -343,22 +478,55 @@ func TestGoldenTeardown(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
 	f := nfttest.Run(t, &open, existing(), func() (err error) {
-		removed, err = Teardown(nil, other)
+		removed, err = Teardown(nil, other, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { udp . 5353 }`,
 		nfttest.DelMarkerNote(tbl, other),
+		`nft delete rule ip filter FORWARD handle 5`,
 	})
-	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 {
+	if len(removed.UDP4) != 1 || removed.UDP4[0] != 5353 || removed.Elements != 1 || removed.Foreign != 1 {
 		t.Errorf("removed %+v", removed)
+	}
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q, want none (the marker's record, without localnet records: lookups)", d)
 	}
 	wantWrites(t, writes)
 }
 
-// GC with only other valid removes sample's elements. Sample's was cni0's
-// last localnet record: route_localnet gets its prior value back before
-// the batch removing the record and the prior value commits.
+// A marker without a record: Teardown reads whole sets (layout v1's
+// hairpin set too) and the conditional chain. Sample's was cni0's last
+// localnet record: route_localnet gets its prior value back.
+func TestGoldenTeardownWithoutRecord(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
+	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
+		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
+	}
+	f := nfttest.Run(t, &open, st, func() error {
+		_, err := Teardown(nil, sample, nil)
+		return err
+	})
+	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
+		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
+		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap localnet ` + localnetNote(sample, false),
+		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		nfttest.DelMarkerNote(tbl, sample),
+		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
+		`nft delete rule ip filter FORWARD handle 3`,
+	})
+	wantWrites(t, writes, cni0Localnet+"=0")
+}
+
+// GC with only other valid removes sample's elements and its accept, not
+// the firewall's rule of the same attachment. Sample's was cni0's last
+// localnet record: route_localnet gets its prior value back before the
+// batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, &open, existing(), func() error {
@@ -367,11 +535,13 @@ func TestGoldenGC(t *testing.T) {
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element ip nftcni_portmap ports { tcp . 8080 }`,
-		`nft delete element ip nftcni_portmap hairpin { 10.88.0.0/24 . 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpins { 10.88.0.5 }`,
+		`nft delete element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 }`,
 		`nft delete element ip nftcni_portmap localhost { 10.88.0.5 }`,
 		`nft delete element ip nftcni_portmap localnet ` + localnetNote(sample, false),
 		nfttest.DelMarkerNote(tbl, sample),
 		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
+		`nft delete rule ip filter FORWARD handle 3`,
 	})
 	wantWrites(t, writes, cni0Localnet+"=0")
 }
@@ -393,7 +563,7 @@ func TestTeardownRestoreFails(t *testing.T) {
 			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
 			var removed Removed
 			f := nfttest.Run(t, &open, existing(), func() (err error) {
-				removed, err = Teardown(nil, sample)
+				removed, err = Teardown(nil, sample, nil)
 				return err
 			})
 			deletesPrior := false
@@ -410,15 +580,90 @@ func TestTeardownRestoreFails(t *testing.T) {
 	}
 }
 
+// The record round-trips through specOf.
+func TestRecord(t *testing.T) {
+	s := Spec{Owner: sample, Mappings: []Mapping{
+		{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")},
+		{HostIP: netip.MustParseAddr("fd00::1"), HostPort: 53, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("[fd00:88::5]:5353")},
+	},
+		Hairpin:   []netip.Prefix{netip.MustParsePrefix("10.88.0.5/24"), netip.MustParsePrefix("fd00:88::5/64")},
+		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.5")},
+		Localnet:  []string{"cni0", "br-1"},
+	}
+	masqAll := s
+	masqAll.MasqAll = true
+	for _, s := range []Spec{s, masqAll} {
+		back, err := specOf(sample, record(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1, _ := plan(s)
+		p2, _ := plan(back)
+		for _, f := range fams {
+			for _, set := range f.sets() {
+				if !slices.EqualFunc(p1.elems[set], p2.elems[set], nft.SameElement) {
+					t.Errorf("masqAll %v, %s: from the record %v, want %v", s.MasqAll, set.Name, p2.elems[set], p1.elems[set])
+				}
+			}
+		}
+		if !slices.Equal(p1.localnet, p2.localnet) {
+			t.Errorf("masqAll %v: localnet from the record %q, want %q", s.MasqAll, p2.localnet, p1.localnet)
+		}
+	}
+	withConds := s
+	withConds.Conditions4 = []Condition{{Field: InIface, Name: "eth9"}}
+	if r := record(withConds); r != "" {
+		t.Errorf("record with conditions %q, want none", r)
+	}
+}
+
 func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
+	// An owner without a marker has no accepts in iptables-nft's chains:
+	// they are not read.
+	f := nfttest.Run(t, &open, existing(), func() error {
+		_, err := Teardown(nil, absent, nil)
+		return err
+	})
+	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
+		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
+	}
 	nfttest.SendsNothing(t, &open, existing(), func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
-		_, err := Teardown(nil, absent)
+		_, err := Teardown(nil, absent, nil)
 		return err
 	})
+}
+
+// Check compares the record in the owner's marker with the elements by
+// what it plans, not by its text: Teardown looks up only what the record
+// plans, so a record that disagrees with the elements fails Check.
+func TestCheckRecord(t *testing.T) {
+	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	nfttest.Use(t, &open, &nfttest.Fake{State: existing()})
+	if err := Check(nil, web); err != nil {
+		t.Errorf("Check of existing(): %v", err)
+	}
+	st := existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{ // web's record, words in another order
+		nfttest.MarkerWith(sample, "ncni0 l10.88.0.5 h10.88.0.5/24 6:8080>10.88.0.5:80"),
+		nfttest.MarkerWith(other, record(otherSpec)),
+	}
+	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	if err := Check(nil, web); err != nil {
+		t.Errorf("Check with a record in another order: %v", err)
+	}
+	stale := web
+	stale.Mappings = []Mapping{{HostPort: 9999, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
+	st = existing()
+	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.MarkerWith(sample, record(stale)), nfttest.MarkerWith(other, record(otherSpec))}
+	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	want := `owner marker in ip nftcni_portmap set "owners": record "` + record(stale) + `" does not match the elements of map "ports"`
+	if err := Check(nil, web); err == nil || err.Error() != want {
+		t.Errorf("Check with a stale record: %v\nwant %s", err, want)
+	}
 }

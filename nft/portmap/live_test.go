@@ -12,16 +12,18 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
-// The life of two owners through both Setup paths on the running kernel:
+// The life of two owners through the Setup paths on the running kernel:
 // A fresh with both families; A again with IPv4 only and another port
-// (marker present: slow path; the old port and the whole IPv6 state,
+// (marker with a record: lookups; the old port and the whole IPv6 state,
 // marker included, go); B asking for A's port (fast path: the conflict is
 // found by lookup); B taking over A's addresses with its own port (fast
 // path); both torn down, leaving nothing owned, markers included.
@@ -41,14 +43,18 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	expect("A fresh", "ip ports "+ta, "ip hairpin "+ta, "ip owners "+ta, "ip6 ports "+ta, "ip6 hairpin "+ta, "ip6 owners "+ta)
+	recA := "6:8080>10.9.0.5:80 6:8080>[fd00:9::5]:80 h10.9.0.5/24 hfd00:9::5/64"
+	ma := a.MarkerWith(recA).Comment
+	expect("A fresh", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
+		"ip6 ports "+ta, "ip6 hairpins "+ta, "ip6 hairpin_local "+ta, "ip6 owners "+ma)
 
 	specA := Spec{Owner: a, Mappings: []Mapping{tcp(8081, "10.9.0.5:80")},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
 	if err := Setup(ns, specA); err != nil {
 		t.Fatal(err)
 	}
-	expect("A again, IPv4 only", "ip ports "+ta, "ip hairpin "+ta, "ip localhost "+ta, "ip owners "+ta)
+	ma = a.MarkerWith(record(specA)).Comment
+	expect("A again, IPv4 only", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 	if err := Check(ns, specA); err != nil {
 		t.Errorf("Check after A's second Setup: %v", err)
 	}
@@ -58,16 +64,18 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	if !errors.As(err, &ce) || ce.HostPort != 8081 || ce.Holder != ta {
 		t.Fatalf("B asking for A's port: %v", err)
 	}
-	expect("after the conflict", "ip ports "+ta, "ip hairpin "+ta, "ip localhost "+ta, "ip owners "+ta)
+	expect("after the conflict", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 
-	if err := Setup(ns, Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
-		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}); err != nil {
+	specB := Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
+		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
+	if err := Setup(ns, specB); err != nil {
 		t.Fatal(err)
 	}
-	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpin "+tb, "ip localhost "+tb, "ip owners "+ta, "ip owners "+tb)
+	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
+		"ip owners "+ma, "ip owners "+b.MarkerWith(record(specB)).Comment)
 
 	for _, o := range []nft.Owner{a, b} {
-		if _, err := Teardown(ns, o); err != nil {
+		if _, err := Teardown(ns, o, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +117,7 @@ func (w *localnetWorld) setup(s Spec) {
 
 func (w *localnetWorld) teardown(o nft.Owner) Removed {
 	w.t.Helper()
-	r, err := Teardown(w.ns, o)
+	r, err := Teardown(w.ns, o, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -228,8 +236,20 @@ func TestLiveLocalnetAfterCrash(t *testing.T) {
 		w.teardown(w.b)
 		w.expect("the other's DEL", "0", "0")
 	})
+	// The Setup committed its accepts in others' chains too (an
+	// administrator's opted-in chain, and iptables-nft's FORWARD chain,
+	// created for them): they go as well.
 	t.Run("failing to set route_localnet undoes the ADD", func(t *testing.T) {
+		hostfw.Require(t)
 		w := newLocalnetWorld(t)
+		hostfw.Load(t, w.ns, hostfw.AdminFilter)
+		theirs := hostfw.Others(t, w.ns)
+		admin, err := foreign.Parse("inet filter forward")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := w.spec(w.a, "10.9.0.5", "pm0")
+		s.AcceptChains = []foreign.Chain{admin}
 		set := sysctls.set
 		sysctls.set = func(ns *netns.NS, name, v string) error {
 			if v == "1" {
@@ -237,12 +257,58 @@ func TestLiveLocalnetAfterCrash(t *testing.T) {
 			}
 			return set(ns, name, v)
 		}
-		err := Setup(w.ns, w.spec(w.a, "10.9.0.5", "pm0"))
+		err = Setup(w.ns, s)
 		sysctls.set = set
 		if err == nil || err.Error() != "unable to enable route_localnet: permission denied" {
 			t.Errorf("Setup: %v", err)
 		}
 		w.expect("after the failed Setup", "0", "0")
 		nfttest.ExpectOwned(t, w.ns, "after the failed Setup")
+		hostfw.Diff(t, "others' ruleset after the failed Setup", theirs, hostfw.Others(t, w.ns))
+		if n := hostfw.OursInOthers(t, w.ns); n != 0 {
+			t.Errorf("%d rules of ours left in others' chains after the failed Setup", n)
+		}
 	})
+}
+
+// An address's hairpin state is its hairpins element (address : jump
+// hairpin_<prefix length>) and its hairpin_local element (address .
+// subnet address); masqAll's is at prefix length 0 (address . 0.0.0.0).
+// A stale element of another owner at another prefix length (a missed
+// DEL) has another hairpin_local key: the new owner's Setup finds it
+// through the hairpins element it replaces and removes it, in either
+// direction, so that no element of the old owner stays to be removed by
+// nobody but GC.
+func TestLiveMasqAllTakesOver(t *testing.T) {
+	ns := privtest.NewNS(t)
+	a := nft.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
+	b := nft.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
+	spec := func(o nft.Owner, port uint16, masqAll bool) Spec {
+		return Spec{Owner: o, MasqAll: masqAll,
+			Mappings: []Mapping{{HostPort: port, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.9.0.5:80")}},
+			Hairpin:  []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")},
+		}
+	}
+	ta, tb := a.Tag(), b.Tag()
+	sa1, sb, sa2 := spec(a, 8080, false), spec(b, 8081, true), spec(a, 8082, false)
+	marker := func(s Spec) string { return s.Owner.MarkerWith(record(s)).Comment }
+	for _, step := range []struct {
+		s    Spec
+		what string
+		want []string
+	}{
+		{sa1, "a", []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa1)}},
+		{sb, "b took the address over with masqAll", []string{"ip ports " + ta, "ip ports " + tb,
+			"ip hairpins " + tb, "ip hairpin_local " + tb, "ip owners " + marker(sa1), "ip owners " + marker(sb)}},
+		{sa2, "a took the address back", []string{"ip ports " + ta, "ip ports " + tb,
+			"ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa2), "ip owners " + marker(sb)}},
+	} {
+		if err := Setup(ns, step.s); err != nil {
+			t.Fatalf("Setup of %s (masqAll %v): %v", step.s.Owner.ContainerID, step.s.MasqAll, err)
+		}
+		if err := Check(ns, step.s); err != nil {
+			t.Errorf("Check of %s (masqAll %v): %v", step.s.Owner.ContainerID, step.s.MasqAll, err)
+		}
+		nfttest.ExpectOwned(t, ns, step.what, step.want...)
+	}
 }

@@ -15,9 +15,13 @@
 //			type inet_proto . inet_service : ipv4_addr . inet_service
 //			elements = { tcp . 8080 : 10.1.0.5 . 80 comment "<owner tag>" }
 //		}
-//		set hairpin {
-//			type ipv4_addr . ipv4_addr; flags interval
-//			elements = { 10.1.0.0/24 . 10.1.0.5 comment "<owner tag>" }
+//		map hairpins {
+//			type ipv4_addr : verdict
+//			elements = { 10.1.0.5 : jump hairpin_24 comment "<owner tag>" }
+//		}
+//		set hairpin_local {
+//			type ipv4_addr . ipv4_addr
+//			elements = { 10.1.0.5 . 10.1.0.0 comment "<owner tag>" }
 //		}
 //		set localhost {
 //			type ipv4_addr
@@ -33,7 +37,7 @@
 //		}
 //		set owners {
 //			type ifname
-//			elements = { "<attachment hash>" comment "<owner tag>" }
+//			elements = { "<attachment hash>" comment "<tag hashes> =<the Setup's mappings and addresses>" }
 //		}
 //		chain prerouting {
 //			type nat hook prerouting priority dstnat; policy accept;
@@ -54,8 +58,11 @@
 //		}
 //		chain postrouting {
 //			type nat hook postrouting priority srcnat; policy accept;
-//			ct status dnat ip saddr . ip daddr @hairpin masquerade
+//			ct status dnat ip daddr vmap @hairpins
 //			ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
+//		}
+//		chain hairpin_24 {
+//			ip daddr . ip saddr & 255.255.255.0 @hairpin_local masquerade
 //		}
 //		chain input {
 //			type filter hook input priority filter; policy accept;
@@ -87,15 +94,24 @@
 // conditions may make two claims disjoint.
 //
 // Masquerade: hairpin (a container, or anything in its subnet, reaching a
-// host port that leads back into that subnet) and localhost clients are
+// host port that leads back into that subnet: the destination container
+// jumps to the chain of its prefix length, which masquerades when the
+// source masked to that length is the container's subnet address — one
+// chain per prefix length in use, never removed, and only hash lookups,
+// where layout v1's interval set of (subnet . container) cost every
+// change time in proportion to the set) and localhost clients are
 // masqueraded only for connections we DNATed (`ct status dnat`), and
 // hairpin covers the container's whole subnet as the reference's iptables
-// backend does. Localhost forwarding needs route_localnet on the
-// interface towards the container; localnet and localnet_prior record who
-// needs it and what to give back when nobody does (localnet.go). The
-// input chain is kube-proxy's guard for CVE-2020-8558: route_localnet
-// would otherwise let neighbours on that interface reach services bound
-// to 127.0.0.1.
+// backend does. masqAll (Spec.MasqAll) widens an address's hairpin to
+// every source: the address jumps to hairpin_0, whose mask leaves nothing
+// of the source, so its element (address . 0.0.0.0) masquerades every
+// client of its mapped ports — still one element per address and set,
+// and still only for connections we DNATed.
+// Localhost forwarding needs route_localnet on the interface towards the
+// container; localnet and localnet_prior record who needs it and what to
+// give back when nobody does (localnet.go). The input chain is
+// kube-proxy's guard for CVE-2020-8558: route_localnet would otherwise let
+// neighbours on that interface reach services bound to 127.0.0.1.
 //
 // # Ownership
 //
@@ -107,14 +123,44 @@
 // the network's hash and no valid attachment's. Each Setup, Teardown and GC
 // is one batch for both tables, guarded by the ruleset generation.
 //
+// # Other owners' forward chains
+//
+// A mapped connection is forwarded: a DROP policy in another table's
+// forward chain drops it whatever we DNAT — iptables-nft's `filter
+// FORWARD` once Docker or kube-proxy set `iptables -P FORWARD DROP`, or an
+// administrator's `inet filter forward` with policy drop. The reference
+// adds no filter rule for its mappings, so with such a policy its host
+// ports stop working (unless something else accepts them). Setup puts,
+// per container address, protocol and port mapped to, an accept for the
+// connections DNATed there into those chains (package nft/foreign): always
+// iptables-nft's FORWARD chains (created as iptables-nft would when
+// missing, so a DROP policy set later finds them), and the chains of
+// Spec.AcceptChains. In iptables-nft's spelling
+//
+//	-m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -j ACCEPT
+//
+// which covers both directions of the mapped connections and nothing
+// else. They carry the owner's component tag (nft.Owner.ComponentTag,
+// component "portmap"), so the firewall plugin's rules of the same
+// attachment in the same chain stay apart; Teardown removes them, GC finds
+// stale ones wherever they are.
+//
 // The owners set holds one marker per owner with state in the table
-// (nft.OwnersSet). A Setup of an owner without one (every first ADD) looks
-// up only its wanted keys — enough to find a held port or an address to
-// take over — instead of reading every map and set, so its cost does not
-// grow with the mappings on the host; see Setup. Known limit: tables
-// written by an nftcni without markers. The first Setup of an owner after
-// the upgrade does not see its own elements with other keys (a re-ADD
-// with changed ports), which stay, still mapped to it, until its DEL or GC.
+// (nft.OwnersSet), recording the Setup's mappings, addresses, localnet
+// interfaces and masqAll when they fit in a comment and no condition is
+// set. A Setup of an owner without one (every first ADD) looks up only its
+// wanted keys — enough to find a held port or an address to take over
+// (the hairpin_local element of a hairpins element taken over follows
+// from the chain it jumps to) — instead of reading every map and set; a
+// Teardown, or a repeated Setup, looks up the elements the record gives:
+// so their costs do not grow with the mappings on the host; see Setup and
+// Teardown. Two reads still do: the localnet records, read whole when an
+// owner gives up an interface (route_localnet goes back only with the
+// interface's last record), and other owners' chains, whose rules are
+// found by their comments. Without a record, both read whole sets. Known limit:
+// tables written by an nftcni without markers. The first Setup of an owner
+// after the upgrade does not see its own elements with other keys (a
+// re-ADD with changed ports), which stay, still mapped to it, until GC.
 package portmap
 
 import (
@@ -123,6 +169,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
@@ -131,6 +178,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 )
 
 // TableName is the name of both tables.
@@ -156,6 +204,12 @@ type Spec struct {
 	// Hairpin are container addresses with their prefix length whose
 	// subnet is masqueraded when it reaches a mapped port of theirs (snat).
 	Hairpin []netip.Prefix
+	// MasqAll widens Hairpin from the subnet to every source address (the
+	// masqAll key): any client reaching a mapped port of these addresses is
+	// masqueraded, so the container sees the host's address instead of the
+	// client's. The address's hairpin chain becomes hairpin_0, its
+	// hairpin_local element (address . 0.0.0.0) or (address . ::).
+	MasqAll bool
 	// Localhost are IPv4 container addresses that 127.0.0.0/8 clients
 	// reach through a mapped port, masqueraded (snat).
 	Localhost []netip.Addr
@@ -166,6 +220,27 @@ type Spec struct {
 	// Conditions4 and Conditions6 restrict the family's mappings; when
 	// set, that family's mappings are rules instead of map elements.
 	Conditions4, Conditions6 []Condition
+	// AcceptChains are chains of others (an administrator's forward
+	// chain with policy drop) that get the accepts of the mapped
+	// connections too, besides iptables-nft's FORWARD chains.
+	AcceptChains []foreign.Chain
+}
+
+// component names our rules in foreign chains (nft.Owner.ComponentTag).
+const component = "portmap"
+
+// chains are the foreign chains s's accepts go to.
+func chains(accept []foreign.Chain) []foreign.Chain {
+	return append(slices.Clip(foreign.Iptables), accept...)
+}
+
+// accepts are the accepts of s's mapped connections.
+func (s Spec) accepts() []foreign.Accept {
+	var out []foreign.Accept
+	for _, m := range s.Mappings {
+		out = append(out, foreign.DNATedTo(m.Proto, m.Target))
+	}
+	return out
 }
 
 // family is one of the two tables with its objects.
@@ -176,10 +251,12 @@ type family struct {
 	conditional, postrouting     *nftables.Chain
 	input                        *nftables.Chain // nil for ip6
 	hostIPPorts, ports           *nftables.Set
-	hairpin                      *nftables.Set
-	localhost                    *nftables.Set // nil for ip6
-	localnet, localnetPrior      *nftables.Set // nil for ip6, see localnet.go
-	owners                       *nftables.Set // owner markers, nft.OwnersSet
+	hairpins                     *nftables.Set   // container address : jump hairpin_<prefix length>
+	hairpinLocal                 *nftables.Set   // container address . its subnet address
+	localhost                    *nftables.Set   // nil for ip6
+	localnet, localnetPrior      *nftables.Set   // nil for ip6, see localnet.go
+	owners                       *nftables.Set   // owner markers, nft.OwnersSet
+	legacy                       []*nftables.Set // layout v1's sets, still emptied by DEL and GC
 }
 
 var (
@@ -216,11 +293,15 @@ func newFamily(v6 bool) *family {
 			KeyType:  nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService),
 			DataType: nftables.MustConcatSetType(addr, nftables.TypeInetService),
 		},
-		hairpin: &nftables.Set{
+		hairpins: &nftables.Set{
+			Table: t, Name: "hairpins", IsMap: true, KeyType: addr, DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.BigEndian,
+		},
+		hairpinLocal: &nftables.Set{Table: t, Name: "hairpin_local", KeyType: nftables.MustConcatSetType(addr, addr)},
+		owners:       nft.OwnersSet(t),
+		legacy: []*nftables.Set{{
 			Table: t, Name: "hairpin", Interval: true, Concatenation: true,
 			KeyType: nftables.MustConcatSetType(addr, addr),
-		},
-		owners: nft.OwnersSet(t),
+		}},
 	}
 	if !v6 {
 		f.input = nft.BaseChain(t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
@@ -231,7 +312,7 @@ func newFamily(v6 bool) *family {
 }
 
 func (f *family) sets() []*nftables.Set {
-	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpin}
+	s := []*nftables.Set{f.hostIPPorts, f.ports, f.hairpins, f.hairpinLocal}
 	if f.localhost != nil {
 		s = append(s, f.localhost, f.localnet)
 	}
@@ -253,6 +334,185 @@ func famOf(a netip.Addr) *family {
 		return fam4
 	}
 	return fam6
+}
+
+// hairpinChain is family f's hairpin chain for prefix length bits.
+func hairpinChain(f *family, bits int) *nftables.Chain {
+	return &nftables.Chain{Table: f.table, Name: fmt.Sprintf("hairpin_%d", bits)}
+}
+
+// hairpinChains are the hairpin chains the elements in want jump to, each
+// once.
+func hairpinChains(f *family, want []nft.Element) []*nftables.Chain {
+	var out []*nftables.Chain
+	for _, e := range want {
+		if !slices.ContainsFunc(out, func(c *nftables.Chain) bool { return c.Name == e.Jump }) {
+			out = append(out, &nftables.Chain{Table: f.table, Name: e.Jump})
+		}
+	}
+	return out
+}
+
+// chainBits is the prefix length a hairpin chain is named after.
+func chainBits(name string) (int, bool) {
+	n, ok := strings.CutPrefix(name, "hairpin_")
+	if !ok {
+		return 0, false
+	}
+	b, err := strconv.Atoi(n)
+	return b, err == nil
+}
+
+// isPortMap tells the port maps, keyed by host port, from the sets keyed
+// by container address.
+func (f *family) isPortMap(s *nftables.Set) bool { return s == f.hostIPPorts || s == f.ports }
+
+// sameAddress reports whether e, an element of the address set s, is for
+// the same container address as one of want: the address is the whole key
+// of hairpins and localhost and the first half of hairpin_local's.
+func (f *family) sameAddress(s *nftables.Set, e nft.Element, want []nft.Element) bool {
+	addrOf := func(k []byte) []byte {
+		if s == f.hairpinLocal {
+			return k[:len(k)/2]
+		}
+		return k
+	}
+	return slices.ContainsFunc(want, func(w nft.Element) bool { return string(addrOf(e.Key)) == string(addrOf(w.Key)) })
+}
+
+// record is what the owner's marker keeps of s, for Teardown and a
+// repeated Setup to look up its elements: one word per mapping
+// ("<proto>:<host port>><target>[@<host IP>]"), hairpin prefix ("h<prefix>"),
+// localhost address ("l<address>") and localnet interface ("n<name>"; a
+// name has no spaces), and "m" for masqAll. Empty when s has conditions
+// (its mappings are rules, which Teardown finds by reading the chain).
+func record(s Spec) string {
+	if len(s.Conditions4) > 0 || len(s.Conditions6) > 0 {
+		return ""
+	}
+	var w []string
+	for _, m := range s.Mappings {
+		r := fmt.Sprintf("%d:%d>%s", m.Proto, m.HostPort, m.Target)
+		if m.HostIP.IsValid() {
+			r += "@" + m.HostIP.String()
+		}
+		w = append(w, r)
+	}
+	for _, p := range s.Hairpin {
+		w = append(w, "h"+p.String())
+	}
+	for _, a := range s.Localhost {
+		w = append(w, "l"+a.String())
+	}
+	for _, name := range s.Localnet {
+		w = append(w, "n"+name)
+	}
+	if s.MasqAll {
+		w = append(w, "m")
+	}
+	return strings.Join(w, " ")
+}
+
+// specOf reads a record back into the Spec of owner it was made from.
+func specOf(owner nft.Owner, rec string) (Spec, error) {
+	s := Spec{Owner: owner}
+	for _, w := range strings.Fields(rec) {
+		switch {
+		case w == "m":
+			s.MasqAll = true
+		case strings.HasPrefix(w, "n"):
+			s.Localnet = append(s.Localnet, w[1:])
+		case strings.HasPrefix(w, "h"):
+			p, err := netip.ParsePrefix(w[1:])
+			if err != nil {
+				return s, err
+			}
+			s.Hairpin = append(s.Hairpin, p)
+		case strings.HasPrefix(w, "l"):
+			a, err := netip.ParseAddr(w[1:])
+			if err != nil {
+				return s, err
+			}
+			s.Localhost = append(s.Localhost, a)
+		default:
+			head, tgt, ok := strings.Cut(w, ">")
+			if !ok {
+				return s, fmt.Errorf("malformed record word %q", w)
+			}
+			var m Mapping
+			tgt, hostIP, at := strings.Cut(tgt, "@")
+			if at {
+				a, err := netip.ParseAddr(hostIP)
+				if err != nil {
+					return s, err
+				}
+				m.HostIP = a
+			}
+			t, err := netip.ParseAddrPort(tgt)
+			if err != nil {
+				return s, err
+			}
+			m.Target = t
+			proto, port, ok := strings.Cut(head, ":")
+			pr, err1 := strconv.ParseUint(proto, 10, 8)
+			po, err2 := strconv.ParseUint(port, 10, 16)
+			if !ok || err1 != nil || err2 != nil {
+				return s, fmt.Errorf("malformed record word %q", w)
+			}
+			m.Proto, m.HostPort = uint8(pr), uint16(po)
+			s.Mappings = append(s.Mappings, m)
+		}
+	}
+	return s, nil
+}
+
+// recorded is what the record in owner's marker among markers says the
+// owner has, per set (nil: no record, or one that does not read).
+func recorded(owner nft.Owner, markers []nft.Element) map[*nftables.Set][]nft.Element {
+	rec, ok := owner.Record(markers)
+	if !ok {
+		return nil
+	}
+	s, err := specOf(owner, rec)
+	if err != nil {
+		return nil
+	}
+	p, err := plan(s)
+	if err != nil {
+		return nil
+	}
+	return p.elems
+}
+
+// displacedLocal are the hairpin_local keys that go with the hairpins
+// elements of cur that this batch removes without re-adding them: another
+// attachment's at an address taken over, or the owner's own at another
+// prefix length (masqAll switched). Their key is (address . address masked
+// to the prefix length of the chain they jump to), so the lookups find
+// them without reading the whole set.
+func displacedLocal(cur, want []nft.Element, drop func(nft.Element) bool) []nft.Element {
+	var out []nft.Element
+	for _, e := range cur {
+		if !drop(e) || slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(e.Key)
+		bits, okBits := chainBits(e.Jump)
+		if !ok || !okBits || bits > a.BitLen() {
+			continue
+		}
+		sub := netip.PrefixFrom(a, bits).Masked()
+		out = append(out, nft.Element{Key: nft.Concat(a.AsSlice(), sub.Addr().AsSlice())})
+	}
+	return out
+}
+
+// departs reports whether an element of prev has no element with its key
+// in want.
+func departs(prev, want []nft.Element) bool {
+	return slices.ContainsFunc(prev, func(e nft.Element) bool {
+		return !slices.ContainsFunc(want, func(w nft.Element) bool { return string(w.Key) == string(e.Key) })
+	})
 }
 
 // ConflictError says a host port is held by another attachment.
@@ -337,13 +597,13 @@ func plan(s Spec) (*planned, error) {
 		if pf.Addr().Is4In6() {
 			bits = max(bits-96, 0)
 		}
+		if s.MasqAll {
+			bits = 0
+		}
 		sub := netip.PrefixFrom(a, bits).Masked()
 		f := famOf(a)
-		p.elems[f.hairpin] = append(p.elems[f.hairpin], nft.Element{
-			Key:     nft.Concat(sub.Addr().AsSlice(), a.AsSlice()),
-			KeyEnd:  nft.Concat(nft.LastAddr(sub).AsSlice(), a.AsSlice()),
-			Comment: tag,
-		})
+		p.elems[f.hairpins] = append(p.elems[f.hairpins], nft.Element{Key: a.AsSlice(), Jump: hairpinChain(f, bits).Name, Comment: tag})
+		p.elems[f.hairpinLocal] = append(p.elems[f.hairpinLocal], nft.Element{Key: nft.Concat(a.AsSlice(), sub.Addr().AsSlice()), Comment: tag})
 	}
 	for _, a := range s.Localhost {
 		a = a.Unmap()
@@ -382,8 +642,9 @@ func (p *planned) families() []*family {
 // whatever s.Owner had before, and sets route_localnet on s.Localnet. A
 // host port held by another owner fails the whole Setup with a
 // *ConflictError and changes nothing; when route_localnet cannot be set,
-// Setup removes what it committed (the owner's state) and fails with the
-// reference's "unable to enable route_localnet: …".
+// Setup removes what it committed (the owner's state, its accepts in other
+// owners' chains included) and fails with the reference's "unable to
+// enable route_localnet: …".
 //
 // Per table, like nft.TaggedTable.Setup: when the table exists and holds
 // no marker of s.Owner (every first ADD), the fast path reads only the
@@ -404,11 +665,19 @@ func Setup(ns *netns.NS, s Spec) error {
 	}
 	defer c.Close()
 	active := p.families()
-	marker := []nft.Element{s.Owner.Marker()}
+	marker := []nft.Element{s.Owner.MarkerWith(record(s))}
+	mark := foreign.Mark{Owner: s.Owner, Component: component}
 	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
 		return func(tx *nft.Tx) error {
 			*fast = false
 			b := tx.Batch()
+			// changed: the owner's elements or rules change, and so
+			// its foreign rules are rewritten.
+			changed := false
+			// owned: the owner has a marker in one of the tables. Without
+			// one it has no rules in other owners' chains either: they are
+			// written and removed in the same batches as its marker.
+			owned := false
 			for _, f := range fams {
 				exists, err := tx.TableExists(f.table)
 				if err != nil {
@@ -419,15 +688,20 @@ func Setup(ns *netns.NS, s Spec) error {
 					continue // nothing of ours to remove, nothing to add
 				}
 				var markers []nft.Element
+				var prev map[*nftables.Set][]nft.Element // the record's elements: recorded path
 				slow := true
 				if exists {
 					var mine bool
 					if markers, mine, err = tx.OwnerMarker(f.table, s.Owner); err != nil {
 						return err
 					}
-					slow = slowOnly || mine
+					owned = owned || mine
+					if mine && !slowOnly {
+						prev = recorded(s.Owner, markers)
+					}
+					slow = slowOnly || (mine && prev == nil)
 					*fast = *fast || !slow
-					if !slow && !wanted {
+					if !slow && !mine && !wanted {
 						continue // the owner has nothing here and wants nothing
 					}
 				}
@@ -435,35 +709,62 @@ func Setup(ns *netns.NS, s Spec) error {
 					if err := ensureStatic(tx, f); err != nil {
 						return err
 					}
+					for _, ch := range hairpinChains(f, p.elems[f.hairpins]) {
+						bits, ok := chainBits(ch.Name)
+						if !ok {
+							continue
+						}
+						if err := tx.EnsureChain(ch); err != nil {
+							return err
+						}
+						if err := tx.EnsureRules(ch, hairpinRules(f, bits)); err != nil {
+							return err
+						}
+					}
 				}
+				before := b.Len()
+				// leaving: the record has localnet records this Setup
+				// drops (the attachment now routes elsewhere); whether
+				// their interfaces get route_localnet back depends on
+				// everyone's records, so localnet is read whole.
+				leaving := prev != nil && f.localnet != nil && departs(prev[f.localnet], p.elems[f.localnet])
 				var localnetUsers map[string]bool
+				var displaced []nft.Element // hairpin_local keys of the hairpins replaced
 				for _, set := range f.sets() {
 					want := p.elems[set]
 					var cur []nft.Element
 					switch {
 					case !exists:
-					case slow:
+					case slow || (set == f.localnet && leaving):
 						cur, err = tx.Elements(set)
 					default:
-						cur, err = tx.Lookup(set, want)
+						keys := append(slices.Clip(want), prev[set]...)
+						if set == f.hairpinLocal {
+							keys = append(keys, displaced...)
+						}
+						cur, err = tx.Lookup(set, keys)
+						cur = nft.UniqueElements(cur)
 					}
 					if err != nil {
 						return err
 					}
-					if err := conflicts(set, cur, want, s.Owner); err != nil {
+					if err := conflicts(f, set, cur, want, s.Owner); err != nil {
 						return err
 					}
 					drop := func(e nft.Element) bool {
 						// Address sets: the newest attachment of an address wins (a
 						// stale element of a missed DEL must not block it).
-						return s.Owner.OwnedBy(e.Comment) || (!set.IsMap && nft.SameAddress(set, e, want))
+						return s.Owner.OwnedBy(e.Comment) || (!f.isPortMap(set) && f.sameAddress(set, e, want))
 					}
 					if exists && !slow {
 						b.ReplaceLookedUp(set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
 					} else {
 						b.ReplaceElements(set, cur, want, drop)
 					}
-					if set == f.localnet {
+					switch set {
+					case f.hairpins:
+						displaced = displacedLocal(cur, want, drop)
+					case f.localnet:
 						localnetUsers = usersAfter(cur, want, drop)
 					}
 				}
@@ -472,9 +773,10 @@ func Setup(ns *netns.NS, s Spec) error {
 					// and removes none, so it only needs to know which of its
 					// interfaces have a prior value already.
 					var priors []nft.Element
+					complete := !exists || slow || leaving
 					switch {
 					case !exists:
-					case slow:
+					case complete:
 						priors, err = tx.Elements(f.localnetPrior)
 					default:
 						var keys []nft.Element
@@ -488,13 +790,14 @@ func Setup(ns *netns.NS, s Spec) error {
 					}
 					// A restore that fails here (another interface the owner
 					// left) keeps its prior value for Teardown or GC to retry.
-					if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, !exists || slow); err != nil {
+					if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, complete); err != nil {
 						return err
 					}
 				}
 				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
 					return err
 				}
+				changed = changed || b.Len() > before
 				// The marker goes with state: kept while the owner has some
 				// here, removed with the last of it.
 				var wantMarker []nft.Element
@@ -504,6 +807,22 @@ func Setup(ns *netns.NS, s Spec) error {
 				b.ReplaceLookedUp(f.owners, markers, wantMarker, func(e nft.Element) bool {
 					return wanted || s.Owner.OwnedBy(e.Comment)
 				})
+			}
+			for _, ch := range chains(s.AcceptChains) {
+				// iptables-nft's chains, which every Teardown cleans, are
+				// not read for an owner without state (every first ADD):
+				// reading one costs in proportion to everyone's rules in
+				// it. A named chain may hold rules a Teardown with another
+				// configuration left there, and is read.
+				var err error
+				if !owned && !slowOnly && ch.Iptables {
+					err = foreign.Insert(tx, ch, mark, s.accepts())
+				} else {
+					err = foreign.Sync(tx, ch, mark, s.accepts(), changed)
+				}
+				if err != nil {
+					return err
+				}
 			}
 			return nil
 		}
@@ -520,8 +839,8 @@ func Setup(ns *netns.NS, s Spec) error {
 		return err // our decision, nothing for the kernel to explain
 	case errors.As(err, &le):
 		// Committed, but localhost clients cannot use it: a failed Setup
-		// leaves nothing.
-		if _, rerr := remove(ns, s.Owner.OwnedBy); rerr != nil {
+		// leaves nothing, its accepts in other owners' chains included.
+		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
 			return errors.Join(le, rerr)
 		}
 		return le
@@ -562,8 +881,8 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 // conflicts fails when a wanted map key is held by someone else. Sets
 // other than the port maps are keyed by container address, which is
 // taken over like the masquerade sets do (see nft/masq).
-func conflicts(set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
-	if !set.IsMap {
+func conflicts(f *family, set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
+	if !f.isPortMap(set) {
 		return nil
 	}
 	for _, w := range want {
@@ -613,31 +932,66 @@ type Removed struct {
 	UDP4, UDP6 []uint16
 	Elements   int
 	Rules      int
+	// Foreign are the rules removed from other owners' chains.
+	Foreign int
 	// Warning says route_localnet could not be given back to an
 	// interface; its prior value stays recorded and the next Teardown or
 	// GC tries again.
 	Warning error
 }
 
-// Teardown removes everything owner has. Nothing to remove writes nothing.
-func Teardown(ns *netns.NS, owner nft.Owner) (Removed, error) {
-	r, err := remove(ns, owner.OwnedBy)
+// Teardown removes everything owner has, its rules in iptables-nft's
+// FORWARD chains and in acceptChains included. Nothing to remove writes
+// nothing.
+//
+// Per table: without owner's marker, owner has nothing there (the marker
+// goes with its state) and nothing is read; with a marker recording the
+// owner's last Setup, the elements the record gives are looked up and
+// those still tagged as owner's deleted; with a marker without a record,
+// the maps, sets (layout v1's too) and the conditional chain are read
+// whole. The localnet records are read whole when the owner has some:
+// whether its interfaces get route_localnet back depends on everyone
+// else's records (localnet.go). Other owners' chains are read whole.
+func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
+	mine := foreign.Of(component, owner.OwnedBy)
+	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx, owned bool) (int, error) {
+		n := 0
+		for _, ch := range chains(acceptChains) {
+			if !owned && ch.Iptables {
+				continue // no marker, no rules there (see Setup)
+			}
+			k, err := foreign.Remove(tx, ch, mine)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+		}
+		return n, nil
+	})
 	if err != nil {
 		return r, fmt.Errorf("removing port mappings of container %s (%s, network %s): %w", owner.ContainerID, owner.IfName, owner.Network, err)
 	}
 	return r, nil
 }
 
-// GC removes everything of network that none of valid owns.
+// GC removes everything of network that none of valid owns, its rules in
+// chains of others wherever they are.
 func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	r, err := remove(ns, func(c string) bool { return nft.Stale(c, network, valid) })
+	stale := nft.StaleFunc(network, valid)
+	r, err := remove(ns, stale, nil, func(tx *nft.Tx, _ bool) (int, error) {
+		return foreign.RemoveEverywhere(tx, foreign.Of(component, stale))
+	})
 	if err != nil {
 		return r, fmt.Errorf("collecting stale port mappings of network %s: %w", network, err)
 	}
 	return r, nil
 }
 
-func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
+// remove drops what match selects in our tables and runs removeForeign
+// in the same batch, telling it whether the owner had a marker in one of
+// the tables; for a Teardown, owner is the owner (whose marker may spare
+// reading whole sets).
+func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
 	c, err := open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -646,6 +1000,7 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 	var out Removed
 	err = c.Update(func(tx *nft.Tx) error {
 		out = Removed{}
+		owned := owner == nil
 		for _, f := range fams {
 			ok, err := tx.TableExists(f.table)
 			if err != nil {
@@ -654,11 +1009,41 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 			if !ok {
 				continue
 			}
+			var prev map[*nftables.Set][]nft.Element
+			if owner != nil {
+				markers, mine, err := tx.OwnerMarker(f.table, *owner)
+				if err != nil {
+					return err
+				}
+				if !mine {
+					continue // nothing of the owner's here
+				}
+				owned = true
+				prev = recorded(*owner, markers)
+			}
 			// The owners set is last: a marker goes with the owner's
 			// other elements (and is not counted in Removed.Elements).
+			sets := append(slices.Concat(f.sets(), f.legacy), f.owners)
+			if prev != nil {
+				sets = append(f.sets(), f.owners)
+			}
+			// Restoring route_localnet needs every record of the
+			// interfaces concerned: without a record, or when the owner
+			// has localnet records, the set is read whole; a recorded
+			// owner without any has nothing to give back.
+			restore := f.localnet != nil && (prev == nil || len(prev[f.localnet]) > 0)
 			var users map[string]bool // interfaces with localnet records left
-			for _, set := range append(f.sets(), f.owners) {
-				cur, err := tx.Elements(set)
+			for _, set := range sets {
+				var cur []nft.Element
+				switch {
+				case prev == nil || (set == f.localnet && restore):
+					cur, err = tx.Elements(set)
+				case set == f.owners:
+					cur, err = tx.Lookup(set, []nft.Element{owner.Marker()})
+				default:
+					cur, err = tx.Lookup(set, prev[set])
+					cur = nft.UniqueElements(cur)
+				}
 				if err != nil {
 					return err
 				}
@@ -671,7 +1056,7 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 						continue
 					}
 					del = append(del, e)
-					if set.IsMap {
+					if f.isPortMap(set) {
 						k := e.Key[len(e.Key)-8:]
 						if k[0] == unix.IPPROTO_UDP {
 							p := binary.BigEndian.Uint16(k[4:6])
@@ -688,7 +1073,7 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 					out.Elements += len(del)
 				}
 			}
-			if f.localnetPrior != nil {
+			if restore {
 				priors, err := tx.Elements(f.localnetPrior)
 				if err != nil {
 					return err
@@ -696,6 +1081,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 				if out.Warning, err = localnetPlan(tx, ns, priors, users, nil, true); err != nil {
 					return err
 				}
+			}
+			if prev != nil {
+				continue // a record is only written without conditional rules
 			}
 			rules, err := tx.Rules(f.conditional)
 			if err != nil {
@@ -708,7 +1096,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 				}
 			}
 		}
-		return nil
+		var err error
+		out.Foreign, err = removeForeign(tx, owned)
+		return err
 	})
 	return out, err
 }
@@ -716,9 +1106,9 @@ func remove(ns *netns.NS, match func(comment string) bool) (Removed, error) {
 // Check verifies that s.Owner's state in ns is exactly what Setup(s)
 // would leave: every wanted element present with its data and tag, no
 // other element of the owner (owner marker included), the right number of
-// conditional rules (rules are never compared by content), and
-// route_localnet on for every interface the owner has a localnet record
-// for.
+// conditional rules and of rules in other owners' chains (rules are never
+// compared by content; see foreign.Check), and route_localnet on for every
+// interface the owner has a localnet record for.
 func Check(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
@@ -729,7 +1119,10 @@ func Check(ns *netns.NS, s Spec) error {
 		return err
 	}
 	defer c.Close()
-	return check(c, ns, s.Owner, p, func(f *family) int { return len(p.rules[f]) })
+	if err := check(c, ns, s.Owner, p, func(f *family) int { return len(p.rules[f]) }); err != nil {
+		return err
+	}
+	return checkForeign(c, s, nil)
 }
 
 // CheckRecorded verifies s.Owner's state when the runtime did not send the
@@ -740,11 +1133,14 @@ func Check(ns *netns.NS, s Spec) error {
 // (Hairpin, Localhost, Localnet); it applies only if the owner has a
 // mapping or a conditional rule, and then everything is compared as in
 // Check, except that conditional rules, which are not decoded, are taken
-// as they are. An owner without mappings must have no state at all.
+// as they are. An owner without mappings must have no state at all, in
+// other owners' chains neither.
 //
 // What it cannot see: mappings that are gone together with all the
 // owner's other state (a deleted table), since nothing then says they
-// existed.
+// existed; and the accepts in other owners' chains that a family with
+// conditional rules reaches (what those rules forward is not decoded), so
+// such chains are not checked.
 func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 	c, err := open(ns)
 	if err != nil {
@@ -752,12 +1148,12 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 	}
 	defer c.Close()
 	var rules map[*family]int
-	s.Mappings, rules, err = recorded(c, s.Owner, addrs)
+	s.Mappings, rules, err = mappingsInElements(c, s.Owner, addrs)
 	if err != nil {
 		return err
 	}
 	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
-		s = Spec{Owner: s.Owner}
+		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains}
 	}
 	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
 	p, err := plan(s)
@@ -772,13 +1168,16 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 			p.rules[f] = make([]*nftables.Rule, n)
 		}
 	}
-	return check(c, ns, s.Owner, p, func(f *family) int { return rules[f] })
+	if err := check(c, ns, s.Owner, p, func(f *family) int { return rules[f] }); err != nil {
+		return err
+	}
+	return checkForeign(c, s, rules)
 }
 
-// recorded reads back owner's mappings from its map elements, failing for
-// one that does not forward to one of addrs, and counts its conditional
-// rules per family.
-func recorded(c *nft.Conn, owner nft.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
+// mappingsInElements reads back owner's mappings from its map elements,
+// failing for one that does not forward to one of addrs, and counts its
+// conditional rules per family.
+func mappingsInElements(c *nft.Conn, owner nft.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
 	var out []Mapping
 	rules := map[*family]int{}
 	for _, f := range fams {
@@ -855,8 +1254,13 @@ func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f 
 			if err != nil {
 				return err
 			}
+			same := nft.SameElement
+			if set == f.owners {
+				// A marker's record is compared by what it plans, below.
+				same = func(e, w nft.Element) bool { return string(e.Key) == string(w.Key) && owner.OwnedBy(e.Comment) }
+			}
 			for _, w := range want[set] {
-				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return nft.SameElement(e, w) }) {
+				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return same(e, w) }) {
 					return fmt.Errorf("missing hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, w))
 				}
 			}
@@ -865,13 +1269,18 @@ func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f 
 				if !owner.OwnedBy(e.Comment) {
 					continue
 				}
-				if !slices.ContainsFunc(want[set], func(w nft.Element) bool { return nft.SameElement(e, w) }) {
+				if !slices.ContainsFunc(want[set], func(w nft.Element) bool { return same(e, w) }) {
 					return fmt.Errorf("unexpected hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, e))
 				}
 				mine = append(mine, e)
 			}
-			if set == f.localnet {
+			switch set {
+			case f.localnet:
 				if err := checkLocalnet(ns, mine); err != nil {
+					return err
+				}
+			case f.owners:
+				if err := checkRecord(f, owner, mine, p); err != nil {
 					return err
 				}
 			}
@@ -893,6 +1302,62 @@ func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f 
 	return nil
 }
 
+// checkRecord fails when the record in owner's marker among markers
+// plans other elements of family f than p has: Teardown, which looks up
+// only what the record plans, would leave the difference behind. A
+// marker without a record is fine (Teardown then reads whole sets).
+func checkRecord(f *family, owner nft.Owner, markers []nft.Element, p *planned) error {
+	rec, ok := owner.Record(markers)
+	if !ok {
+		return nil
+	}
+	elems := recorded(owner, markers)
+	if elems == nil {
+		return fmt.Errorf("owner marker in %s %s set %q: record %q does not read", familyName(f), TableName, f.owners.Name, rec)
+	}
+	for _, set := range f.sets() {
+		a, b := elems[set], p.elems[set]
+		in := func(e nft.Element, list []nft.Element) bool {
+			return slices.ContainsFunc(list, func(o nft.Element) bool { return nft.SameElement(e, o) })
+		}
+		if len(a) != len(b) || slices.ContainsFunc(a, func(e nft.Element) bool { return !in(e, b) }) ||
+			slices.ContainsFunc(b, func(e nft.Element) bool { return !in(e, a) }) {
+			return fmt.Errorf("owner marker in %s %s set %q: record %q does not match the elements of %s %q",
+				familyName(f), TableName, f.owners.Name, rec, setKind(set), set.Name)
+		}
+	}
+	return nil
+}
+
+// checkForeign verifies that s.Owner has in each chain of others as many
+// rules as Setup(s) gives it (foreign.Check). Chains that a family in
+// undecoded reaches are skipped: that family's mappings are conditional
+// rules, which are not decoded, so what they accept is not known.
+func checkForeign(c *nft.Conn, s Spec, undecoded map[*family]int) error {
+	mark := foreign.Mark{Owner: s.Owner, Component: component}
+	for _, ch := range chains(s.AcceptChains) {
+		if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
+			continue
+		}
+		if err := foreign.Check(c, ch, mark, s.accepts()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reaches reports whether ch sees f's packets: an ip or ip6 chain its own
+// family's, any other (inet) both.
+func reaches(ch foreign.Chain, f *family) bool {
+	switch ch.Table.Family {
+	case nftables.TableFamilyIPv4:
+		return !f.v6
+	case nftables.TableFamilyIPv6:
+		return f.v6
+	}
+	return true
+}
+
 func setKind(s *nftables.Set) string {
 	if s.IsMap {
 		return "map"
@@ -905,15 +1370,21 @@ func familyName(f *family) string { return nft.FamilyName(f.table.Family) }
 // describeElem prints an element as nft would, for messages.
 func describeElem(set *nftables.Set, e nft.Element) string {
 	k := e.Key
-	switch set.Name {
-	case nft.OwnersSetName:
+	switch {
+	case set.Name == nft.OwnersSetName:
 		return fmt.Sprintf("%q", k)
-	case "localnet":
-		if len(k) == 32 {
-			return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
-		}
+	case set.Name == "localnet" && len(k) == 32:
+		return fmt.Sprintf("%q . %q", recordIface(e), k[16:])
+	case e.Jump != "":
+		a, _ := netip.AddrFromSlice(k)
+		return a.String() + " : jump " + e.Jump
 	}
 	if !set.IsMap {
+		if set.Name == "hairpin_local" && (len(k) == 8 || len(k) == 32) { // address . subnet
+			a, _ := netip.AddrFromSlice(k[:len(k)/2])
+			b, _ := netip.AddrFromSlice(k[len(k)/2:])
+			return fmt.Sprintf("%s . %s", a, b)
+		}
 		if set.Interval {
 			a, _ := netip.AddrFromSlice(k[:len(k)/2])
 			b, _ := netip.AddrFromSlice(k[len(k)/2:])

@@ -76,7 +76,7 @@ const (
 	cmtCond      = "nftcni portmap v1: conditional mappings"
 	cmtHostIP    = "nftcni portmap v1: host-IP mappings"
 	cmtAny       = "nftcni portmap v1: mappings"
-	cmtHairpin   = "nftcni portmap v1: hairpin masquerade"
+	cmtHairpin   = "nftcni portmap v2: hairpin masquerade"
 	cmtLocalhost = "nftcni portmap v1: localhost masquerade"
 	cmtGuard     = "nftcni portmap v1: CVE-2020-8558 guard"
 )
@@ -117,12 +117,10 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 		}
 	case f.postrouting:
 		rules := []nft.StaticRule{
-			// ct status dnat ip saddr . ip daddr @hairpin masquerade
+			// ct status dnat ip daddr vmap @hairpins
 			{Comment: cmtHairpin, Exprs: cat(ctStatusDNAT(true), []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff(), Len: f.addrLen()},
-				&expr.Payload{DestRegister: f.afterAddr(), Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
-				&expr.Lookup{SourceRegister: reg1, SetName: f.hairpin.Name},
-				&expr.Masq{},
+				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
+				&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.hairpins.Name},
 			})},
 		}
 		if f.localhost != nil {
@@ -157,6 +155,36 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 		)}}
 	}
 	return nil
+}
+
+// hairpinRules are the rule of the hairpin chain of prefix length bits:
+// masquerade when the source, masked to bits, is the subnet of the
+// destination container (the pair is in hairpin_local). Chain hairpin_0
+// is masqAll's: every source masks to the zero address, so its element
+// (address . 0.0.0.0) masquerades any client of the address.
+func hairpinRules(f *family, bits int) []nft.StaticRule {
+	n := f.addrLen()
+	mask := nft.PrefixMask(bits, int(n))
+	after := f.afterAddr()
+	if f.v6 {
+		after = unix.NFT_REG_2
+	}
+	ip := "ip"
+	if f.v6 {
+		ip = "ip6"
+	}
+	what := fmt.Sprintf("from the /%d subnet", bits)
+	if bits == 0 {
+		what = "from any source (masqAll)"
+	}
+	// ip daddr . ip saddr & <mask> @hairpin_local masquerade
+	return []nft.StaticRule{{Comment: fmt.Sprintf("nftcni portmap v2: hairpin %s (%s)", what, ip), Exprs: []expr.Any{
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: n},
+		&expr.Payload{DestRegister: after, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff(), Len: n},
+		&expr.Bitwise{SourceRegister: after, DestRegister: after, Len: n, Mask: mask, Xor: make([]byte, n)},
+		&expr.Lookup{SourceRegister: reg1, SetName: f.hairpinLocal.Name},
+		&expr.Masq{},
+	}}}
 }
 
 // loopbackOnlyFromHost keeps packets to a loopback address that arrive

@@ -28,15 +28,17 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// Plugin is the bandwidth plugin. It has no STATUS of its own; GC
-// collects IFB devices of attachments that no longer exist.
+// Plugin is the bandwidth plugin. GC collects IFB devices of attachments
+// that no longer exist (the qdiscs on the host veth go with the veth);
+// ADD depends on no daemon or store, so STATUS is always ready.
 var Plugin = &cni.Plugin{
-	Name:     "bandwidth",
-	Versions: cni.VersionsFrom("0.3.0"),
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
-	GC:       cmdGC,
+	Name:         "bandwidth",
+	FirstVersion: "0.3.0",
+	Add:          cmdAdd,
+	Del:          cmdDel,
+	Check:        cmdCheck,
+	GC:           cmdGC,
+	Status:       cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, err := parseConfig(stdin)
 		return err

@@ -15,18 +15,20 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/firewall"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// Plugin is the firewall plugin. It holds no IPAM, so STATUS is the
-// dispatcher's default success and GC has nothing to forward.
+// Plugin is the firewall plugin. It holds no IPAM, so GC has nothing to
+// forward; STATUS checks the one thing ADD depends on (status.go).
 var Plugin = &cni.Plugin{
-	Name:     "firewall",
-	Versions: cni.VersionsFrom("0.4.0"),
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
-	GC:       cmdGC,
+	Name:         "firewall",
+	FirstVersion: "0.4.0",
+	Add:          cmdAdd,
+	Del:          cmdDel,
+	Check:        cmdCheck,
+	GC:           cmdGC,
+	Status:       cmdStatus,
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin)
 		if err != nil {
@@ -36,6 +38,9 @@ var Plugin = &cni.Plugin{
 			return err
 		}
 		if _, err := policy(conf); err != nil {
+			return err
+		}
+		if _, err := acceptChains(conf); err != nil {
 			return err
 		}
 		_, err = adminChain(conf)
@@ -52,6 +57,11 @@ type NetConf struct {
 	// container's addresses in; "" means trusted.
 	FirewalldZone string `json:"firewalldZone"`
 	IngressPolicy string `json:"ingressPolicy"`
+	// NftablesAcceptChains (ours, opt-in) names chains of the host's own
+	// nftables ruleset, "<family> <table> <chain>", that get the
+	// container's accepts: a forward chain with policy drop would drop
+	// its packets whatever our table accepts.
+	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
 	// FirewalldStateDir is ours: where the firewalld backend records the
 	// sources it added; "" means firewalld.DefaultStateDir.
 	FirewalldStateDir string `json:"firewalldStateDir"`
@@ -124,6 +134,24 @@ func adminChain(c *NetConf) (string, error) {
 	return name, nil
 }
 
+// acceptChains parses nftablesAcceptChains: the chains that parse, and
+// the first mistake (code 7, naming the entry).
+func acceptChains(c *NetConf) ([]foreign.Chain, error) {
+	var out []foreign.Chain
+	var first error
+	for i, s := range c.NftablesAcceptChains {
+		ch, err := foreign.Parse(s)
+		if err != nil {
+			if first == nil {
+				first = cni.Errorf(cni.CodeInvalidNetworkConfig, "nftablesAcceptChains[%d] %v", i, err)
+			}
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out, first
+}
+
 // attachment computes what the attachment needs from the config and
 // prevResult, checking everything before anything is changed (the
 // reference finds a bad ingress policy only after its backend acted).
@@ -136,7 +164,11 @@ func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachme
 	if err != nil {
 		return firewall.Attachment{}, err
 	}
-	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin}
+	chains, err := acceptChains(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin, AcceptChains: chains}
 	// Every prevResult address, without interface filtering (as the
 	// reference).
 	for _, ip := range prev.IPs {
@@ -214,11 +246,13 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	return prev, nil
 }
 
-// cmdDel removes everything carrying the attachment's owner tag, and the
-// firewalld sources recorded for it, with or without prevResult and
+// cmdDel removes everything carrying the attachment's owner tag — in our
+// table, iptables-nft's FORWARD chains and the nftablesAcceptChains — and
+// the firewalld sources recorded for it, with or without prevResult and
 // whatever became of the namespace (the reference removes only the rules
 // for prevResult's addresses). As in the reference, an unknown
-// ingressPolicy still fails DEL — after the cleanup.
+// ingressPolicy still fails DEL — after the cleanup; so does a mistake in
+// nftablesAcceptChains (the entries that parse are cleaned up).
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -227,22 +261,25 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if _, err := sourceStore(conf); err != nil {
 		return err
 	}
-	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a)); err != nil {
+	chains, chainsErr := acceptChains(conf)
+	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a), chains); err != nil {
 		return err
 	}
 	if err := delFirewalld(ctx, conf, a); err != nil {
 		return err
 	}
-	_, err = policy(conf)
-	return err
+	if _, err = policy(conf); err != nil {
+		return err
+	}
+	return chainsErr
 }
 
 // cmdCheck verifies the attachment's state for prevResult's addresses:
 // the table's rules, the admin chain and its jump, the attachment's
 // elements (the reference checks its iptables rules, not the ingress
-// policy; we check that too), and its rules in an iptables-nft FORWARD
-// chain, if one exists; under firewalld, the addresses in the zone and
-// the ingress policy.
+// policy; we check that too), and its rules in iptables-nft's FORWARD
+// chains and the nftablesAcceptChains; under firewalld, the addresses in
+// the zone and the ingress policy.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -273,8 +310,8 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	return nil
 }
 
-// cmdGC removes this network's state — nftables elements and rules,
-// recorded firewalld sources — that belongs to none of the valid
+// cmdGC removes this network's state — nftables elements and rules, in
+// others' chains too, recorded firewalld sources — that belongs to none of the valid
 // attachments; without a valid-attachments list nothing is collected.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)

@@ -53,8 +53,9 @@ func TestForeignDropPolicy(t *testing.T) {
 // TestSameBridgeIsolation: two networks with ingressPolicy same-bridge on
 // br0 and br1, one without a policy on br2. Traffic between br0 and br1 is
 // dropped both ways; on the same bridge, to and from the outside, and to
-// and from br2 it passes. No iptables table is created on a host without
-// one.
+// and from br2 it passes. On a host without iptables-nft tables, ADD
+// creates its FORWARD chains (policy accept) holding the containers'
+// accepts, ready for a DROP policy set later.
 func TestSameBridgeIsolation(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -75,8 +76,11 @@ func TestSameBridgeIsolation(t *testing.T) {
 		{"a2 → d (bridge without policy) v4", a2.ns, d.ns, d.v4, true},
 		{"d → c (bridge without policy) v6", d.ns, c.ns, c.v6, true},
 	}.expect(t)
-	if tableExists(t, w.th.NS, ipFilter) || tableExists(t, w.th.NS, ip6Filter) {
-		t.Error("ADD created an iptables filter table")
+	if !tableExists(t, w.th.NS, ipFilter) || !tableExists(t, w.th.NS, ip6Filter) {
+		t.Error("ADD did not create iptables-nft's filter tables")
+	}
+	if n := foreignOwned(t, w.th.NS, a1.owner()); n != 4 {
+		t.Errorf("%d rules of a1 in the FORWARD chains, want 4", n)
 	}
 
 	// Once br0 has no policed container left, it is no longer isolated.

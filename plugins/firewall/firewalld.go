@@ -102,9 +102,14 @@ func sources(addrs []netip.Addr) []string {
 // isolationOnly is the part of at the native backend still handles under
 // firewalld: the ingress policy (the reference, too, applies it with
 // iptables whatever the backend). Without addresses nothing is accepted
-// by our table; the admin chain and its jump are there as always.
+// by our table; the admin chain and its jump are there as always. Under
+// firewalld, firewalld decides what is forwarded, so no accepts go into
+// other owners' chains either: not into iptables-nft's FORWARD chains
+// (without addresses there are none), nor into the nftablesAcceptChains,
+// which are dropped here (so a named chain need not exist either).
 func isolationOnly(at firewall.Attachment) firewall.Attachment {
 	at.Addrs = nil
+	at.AcceptChains = nil
 	return at
 }
 

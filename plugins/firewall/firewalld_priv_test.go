@@ -11,6 +11,7 @@ import (
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/firewalld"
 	"github.com/nftcni/nftcni/internal/firewalldtest"
+	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
@@ -227,11 +228,16 @@ func TestFirewalldGC(t *testing.T) {
 // TestFirewalldIngressPolicy: under firewalld an ingress policy is still
 // enforced by our table (as the reference keeps iptables for it): two
 // same-bridge networks cannot reach each other though firewalld accepts
-// both, and DEL takes the bridge claims back.
+// both, and DEL takes the bridge claims back. firewalld decides what is
+// forwarded, so no accept of ours goes into anyone else's chain: the
+// policed networks name an nftablesAcceptChains chain this host does not
+// have, which ADD and CHECK do not look for, and no rule of ours is found
+// outside our tables.
 func TestFirewalldIngressPolicy(t *testing.T) {
 	t.Parallel()
+	hostfw.Require(t)
 	w := newFirewalldWorld(t)
-	sb := fields(w.fields(`,"backend":"firewalld","ingressPolicy":"same-bridge"`))
+	sb := fields(w.fields(`,"backend":"firewalld","ingressPolicy":"same-bridge","nftablesAcceptChains":["inet filter forward"]`))
 	x := w.attach(w.network("net1", "br0", "10.74.0.0/24", "fd00:74::/64", sb), "x")
 	y := w.attach(w.network("net2", "br1", "10.75.0.0/24", "fd00:75::/64", sb), "y")
 	o := w.attach(w.network("net3", "br2", "10.76.0.0/24", "fd00:76::/64", fields(w.fields(`,"backend":"firewalld"`))), "o")
@@ -241,8 +247,11 @@ func TestFirewalldIngressPolicy(t *testing.T) {
 		{"y → x v6 (other policed bridge)", y.ns, x.ns, x.v6, false},
 		{"o → x v4 (bridge without policy)", o.ns, x.ns, x.v4, true},
 	}.expect(t)
+	if n := hostfw.OursInOthers(t, w.th.NS); n != 0 {
+		t.Errorf("%d rules of ours in others' chains under firewalld", n)
+	}
 	prev := `{"cniVersion":"1.1.0","ips":[{"address":"` + x.v4 + `/24"}],"interfaces":[{"name":"br0"}]}`
-	w.th.OK(w.call("CHECK", x, firewallConf(w.fields(`,"backend":"firewalld","ingressPolicy":"same-bridge"`), prev)))
+	w.th.OK(w.call("CHECK", x, firewallConf(w.fields(`,"backend":"firewalld","ingressPolicy":"same-bridge","nftablesAcceptChains":["inet filter forward"]`), prev)))
 	for _, c := range []*ctr{x, y, o} {
 		w.detach(c)
 		if n := owned(t, w.th.NS, c.owner()); n != 0 {

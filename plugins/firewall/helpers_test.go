@@ -96,10 +96,17 @@ func (c *ctr) owner() nft.Owner {
 // attach creates a container namespace and runs ADD of list for it.
 func (w *world) attach(list *cniruntime.NetworkConfigList, id string) *ctr {
 	w.t.Helper()
+	return w.attachCaps(list, id, nil)
+}
+
+// attachCaps is attach with the runtime's capability arguments (port
+// mappings).
+func (w *world) attachCaps(list *cniruntime.NetworkConfigList, id string, caps map[string]any) *ctr {
+	w.t.Helper()
 	ns, destroy := plugintest.DoomedCtr(w.t)
 	h := privtest.Handle(w.t, ns)
 	plugintest.Must(w.t, h.SetUp("lo"))
-	rc := &cniruntime.RuntimeConf{ContainerID: id, NetNS: ns.Path(), IfName: "eth0"}
+	rc := &cniruntime.RuntimeConf{ContainerID: id, NetNS: ns.Path(), IfName: "eth0", CapabilityArgs: caps}
 	r, err := w.rt.AddNetworkList(context.Background(), list, rc)
 	if err != nil {
 		w.t.Fatalf("ADD %s to %s: %v", id, list.Name, err)

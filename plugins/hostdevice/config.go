@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
@@ -24,7 +25,7 @@ const defaultStateDir = "/run/nftcni/host-device"
 
 // dpdkDrivers are the userspace-I/O drivers: a PCI device bound to one
 // has no kernel network interface to move (DPDK mode).
-var dpdkDrivers = map[string]bool{"vfio-pci": true, "uio_pci_generic": true, "igb_uio": true}
+var dpdkDrivers = []string{"vfio-pci", "uio_pci_generic", "igb_uio"}
 
 // NetConf is the host-device plugin's configuration. Keys match
 // case-insensitively, as encoding/json does for the reference.
@@ -130,7 +131,7 @@ func hasDPDKDriver(root, pciAddr string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return dpdkDrivers[filepath.Base(target)], nil
+	return slices.Contains(dpdkDrivers, filepath.Base(target)), nil
 }
 
 // findDevice finds the host link the config selects, by priority: device,

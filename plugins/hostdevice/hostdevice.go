@@ -9,7 +9,7 @@
 // reasons, in README.md: a failed ADD moves the device
 // back and releases IPAM; DEL is idempotent, tolerates a vanished
 // namespace and releases IPAM even with an empty CNI_NETNS; GC goes to
-// IPAM.
+// IPAM and collects the device records of stale attachments (gc.go).
 package hostdevice
 
 import (
@@ -114,6 +114,7 @@ func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetC
 	if err != nil {
 		return "", err
 	}
+	saved.Network = conf.Name
 	if err := writeState(state, saved); err != nil {
 		return "", err
 	}
@@ -279,15 +280,6 @@ var checkMsgs = vethplugin.LinkMsgs{
 	NotFound: "Container Interface name in prevResult: %s not found",
 	InHost:   "Error: Container interface %s should not be in host namespace",
 	Mac:      "Interface %s Mac %s doesn't match container Mac: %s",
-}
-
-// cmdGC forwards GC to IPAM, when there is one.
-func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := cni.DecodeNetConf(a.StdinData, "failed to load netconf")
-	if err != nil || conf.IPAM.Type == "" {
-		return err
-	}
-	return cni.DelegateGC(ctx, conf.IPAM.Type, a)
 }
 
 // cmdStatus forwards STATUS to IPAM, when there is one; the device itself

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -419,6 +420,95 @@ func TestGCAndStatus(t *testing.T) {
 	w.th.OK(plugintest.Call{Command: "STATUS", Stdin: w.conf("1.1.0", fields)})
 	w.th.OK(plugintest.Call{Command: "GC", Stdin: w.conf("1.1.0", `,"device":"hd0"`)})
 	w.th.OK(plugintest.Call{Command: "STATUS", Stdin: w.conf("1.1.0", `,"device":"hd0"`)})
+}
+
+// TestGCGivesDevicesBack: an attachment whose namespace went away without
+// a DEL leaves its device record, and a physical device comes back to the
+// host down, without addresses, under its container name, with its host
+// name as alias. (A veth is destroyed with its namespace instead, so the
+// return is staged: a veth with the device's MAC and alias, wired to the
+// lan again.) GC without the valid list collects nothing; with a list
+// that lacks the attachment it gives the device its name, addresses and
+// up state back — packets flow again — and drops the record. Records of
+// valid attachments, of other networks and without a network (written
+// before records named one) stay.
+func TestGCGivesDevicesBack(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "veth")
+	mac := plugintest.MustLink(t, w.th.H, "hd0").MAC
+	cfg := w.conf("1.1.0", `,"device":"hd0"`)
+	ctr, destroy := plugintest.DoomedCtr(t)
+	w.th.OK(plugintest.Cmd("ADD", ctr, "gone", cfg))
+	destroy()
+	plugintest.WaitLinks(t, w.th.H, "lo")
+
+	// The kernel's return of a physical device, staged.
+	privtest.Wire(t, w.th.NS, "eth0", netip.Prefix{}, w.lan, "lan0", netip.Prefix{})
+	hl := privtest.Handle(t, w.lan)
+	for _, a := range []string{"10.9.0.1/24", "fd00:9::1/64"} {
+		plugintest.Must(t, hl.AddAddr("lan0", netip.MustParsePrefix(a), netlinkx.AddrOpts{NoDAD: true}))
+	}
+	plugintest.Must(t, w.th.H.SetDown("eth0"))
+	plugintest.Must(t, w.th.H.SetMAC("eth0", mac))
+	plugintest.Must(t, w.th.H.SetAlias("eth0", "hd0"))
+
+	others := map[string]savedDevice{
+		"live:eth0.json":  {Network: "testnet", Name: "x0", MAC: "02:00:00:00:00:01"},
+		"other:eth0.json": {Network: "othernet", Name: "x1", MAC: "02:00:00:00:00:02"},
+		"old:eth0.json":   {Name: "x2", MAC: "02:00:00:00:00:03"},
+	}
+	for name, s := range others {
+		plugintest.Must(t, writeState(filepath.Join(w.state, name), s))
+	}
+	records := func() []string {
+		entries, err := os.ReadDir(w.state)
+		plugintest.Must(t, err)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	all := []string{"gone:eth0.json", "live:eth0.json", "old:eth0.json", "other:eth0.json"}
+	if got := records(); !slices.Equal(got, all) {
+		t.Fatalf("records %v, want %v", got, all)
+	}
+
+	w.th.OK(plugintest.Call{Command: "GC", Stdin: cfg})
+	if got := records(); !slices.Equal(got, all) {
+		t.Errorf("GC without the valid list: records %v, want %v", got, all)
+	}
+	plugintest.MustLink(t, w.th.H, "eth0")
+
+	w.th.OK(plugintest.Call{Command: "GC", Stdin: w.conf("1.1.0", `,"device":"hd0","cni.dev/valid-attachments":[{"containerID":"live","ifname":"eth0"}]`)})
+	if got, want := records(), []string{"live:eth0.json", "old:eth0.json", "other:eth0.json"}; !slices.Equal(got, want) {
+		t.Errorf("records after GC %v, want %v", got, want)
+	}
+	for name := range others {
+		plugintest.Must(t, os.Remove(filepath.Join(w.state, name)))
+	}
+	w.wantHome(t, mac.String())
+}
+
+// TestGCNameTaken: a returned device whose host name is taken meanwhile
+// is left as it is, GC fails naming both, and the record stays for the
+// next GC.
+func TestGCNameTaken(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "veth") // hd0 exists in the host
+	privtest.Wire(t, w.th.NS, "eth0", netip.Prefix{}, w.lan, "lan1", netip.Prefix{})
+	mac := plugintest.MustLink(t, w.th.H, "eth0").MAC.String()
+	plugintest.Must(t, w.th.H.SetAlias("eth0", "hd0"))
+	rec := filepath.Join(w.state, "gone:eth0.json")
+	plugintest.Must(t, writeState(rec, savedDevice{Network: "testnet", Name: "hd0", MAC: mac}))
+	w.th.FailsWith("name taken", plugintest.Call{Command: "GC", Stdin: w.conf("1.1.0", `,"device":"hd0","cni.dev/valid-attachments":[]`)},
+		fmt.Sprintf(`GC of gone eth0: "hd0" (MAC %s) is back as "eth0", but "hd0" is taken`, mac))
+	if _, err := os.Stat(rec); err != nil {
+		t.Errorf("record: %v", err)
+	}
+	if l := plugintest.MustLink(t, w.th.H, "eth0"); l.Alias != "hd0" {
+		t.Errorf("eth0 changed: %+v", l)
+	}
 }
 
 // TestDPDKMode runs the plugin in-process against a sysfs-like tree whose

@@ -23,11 +23,14 @@ import (
 
 // savedDevice is the host-side state of a device moved into a container.
 type savedDevice struct {
-	Name  string         `json:"name"`
-	Alias string         `json:"alias,omitempty"`
-	MAC   string         `json:"mac"`
-	Up    bool           `json:"up"`
-	Addrs []netip.Prefix `json:"addrs,omitempty"` // global ones; link-local addresses come back by themselves
+	// Network is the network of the attachment, for GC (records written
+	// before it was kept have none, and GC leaves them alone).
+	Network string         `json:"network,omitempty"`
+	Name    string         `json:"name"`
+	Alias   string         `json:"alias,omitempty"`
+	MAC     string         `json:"mac"`
+	Up      bool           `json:"up"`
+	Addrs   []netip.Prefix `json:"addrs,omitempty"` // global ones; link-local addresses come back by themselves
 }
 
 // snapshot reads what moving l to another namespace will lose.

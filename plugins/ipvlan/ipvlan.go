@@ -22,10 +22,10 @@ import (
 var Plugin = &cni.Plugin{
 	Name:   "ipvlan",
 	Add:    cmdAdd,
-	Del:    vethplugin.ChildDel(ipamOf),
+	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildDel(ctx, a, ipamOf) },
 	Check:  cmdCheck,
-	GC:     vethplugin.ChildGC(ipamOf),
-	Status: vethplugin.ChildStatus(ipamOf),
+	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildGC(ctx, a, ipamOf) },
+	Status: func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildStatus(ctx, a, ipamOf) },
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin, true)
 		if err != nil {

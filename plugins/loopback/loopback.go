@@ -16,13 +16,16 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Plugin is the loopback plugin. It holds no state, so GC and STATUS are
-// the dispatcher's default success.
+// Plugin is the loopback plugin. All it changes is lo inside the
+// container, which goes with the namespace: GC has nothing to collect, and
+// ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:  "loopback",
-	Add:   cmdAdd,
-	Del:   cmdDel,
-	Check: cmdCheck,
+	Name:   "loopback",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cni.NothingToCollect,
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, _, err := loadConf(stdin)
 		return err
@@ -66,6 +69,8 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	}
 	var lo netlinkx.Link
 	var addrs []netlinkx.Addr
+	// Three requests, as the reference makes: set up, look up, one dump
+	// of the addresses of every family.
 	err = withLo(a.Netns, func(h *netlinkx.Handle) error {
 		if err := h.SetUp("lo"); err != nil {
 			return err
@@ -73,7 +78,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		if lo, err = h.LinkByName("lo"); err != nil {
 			return err
 		}
-		addrs, err = h.Addrs("lo", 0)
+		addrs, err = h.AddrsByIndex(lo.Index)
 		return err
 	})
 	if err != nil {

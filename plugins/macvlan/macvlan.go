@@ -19,12 +19,18 @@ import (
 
 // Plugin is the macvlan plugin.
 var Plugin = &cni.Plugin{
-	Name:   "macvlan",
-	Add:    cmdAdd,
-	Del:    vethplugin.ChildDel(ipamOf("failed to load netConf")),
-	Check:  cmdCheck,
-	GC:     vethplugin.ChildGC(ipamOf("failed to load netconf")),
-	Status: vethplugin.ChildStatus(ipamOf("failed to load netconf")),
+	Name: "macvlan",
+	Add:  cmdAdd,
+	Del: func(ctx context.Context, a *cni.CmdArgs) error {
+		return vethplugin.ChildDel(ctx, a, ipamOf("failed to load netConf"))
+	},
+	Check: cmdCheck,
+	GC: func(ctx context.Context, a *cni.CmdArgs) error {
+		return vethplugin.ChildGC(ctx, a, ipamOf("failed to load netconf"))
+	},
+	Status: func(ctx context.Context, a *cni.CmdArgs) error {
+		return vethplugin.ChildStatus(ctx, a, ipamOf("failed to load netconf"))
+	},
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin, "")
 		if err != nil {

@@ -7,8 +7,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
 )
@@ -28,12 +30,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 	w.portmapOK("CHECK", ctr, "chk", conf)
 	fails := func(what, conf, want string) {
 		t.Helper()
-		o := w.portmap("CHECK", ctr, "chk", conf)
-		if o.Status == 0 {
-			t.Errorf("%s: CHECK passed", what)
-		} else if !strings.Contains(o.Stdout, want) {
-			t.Errorf("%s: %s\n want a message with %q", what, o.Stdout, want)
-		}
+		w.checkFails(ctr, "chk", what, conf, want)
 	}
 	fails("other mappings sent", pmConf("testnet", `[{"hostPort":8080,"containerPort":81,"protocol":"tcp"}]`, prev, ""),
 		`missing hostport element in ip nftcni_portmap map \"ports\": tcp . 8080 : 10.88.0.2 . 81`)
@@ -52,7 +49,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 	s.Mappings[0].Target = netip.MustParseAddrPort("10.88.0.2:80")
 	s.Hairpin = s.Hairpin[1:]
 	plugintest.Must(t, portmap.Setup(w.host.NS, s))
-	fails("hairpin element gone", bare, `missing hostport element in ip nftcni_portmap set \"hairpin\": 10.88.0.0… . 10.88.0.2`)
+	fails("hairpin element gone", bare, `missing hostport element in ip nftcni_portmap map \"hairpins\": 10.88.0.2 : jump hairpin_24`)
 
 	w.portmapOK("ADD", ctr, "chk", conf) // repaired
 	w.portmapOK("CHECK", ctr, "chk", bare)
@@ -63,4 +60,65 @@ func TestCheckWithoutMappings(t *testing.T) {
 	ctr2, prev2 := w.attach("testnet", "nomaps")
 	w.portmapOK("ADD", ctr2, "nomaps", pmConf("testnet", "", prev2, ""))
 	w.portmapOK("CHECK", ctr2, "nomaps", pmConf("testnet", "", prev2, ""))
+}
+
+// checkFails runs CHECK of container id with conf, which must fail with a
+// message containing want.
+func (w *world) checkFails(ctr *netns.NS, id, what, conf, want string) {
+	w.t.Helper()
+	o := w.portmap("CHECK", ctr, id, conf)
+	if o.Status == 0 {
+		w.t.Errorf("%s: CHECK passed", what)
+	} else if !strings.Contains(o.Stdout, want) {
+		w.t.Errorf("%s: %s\n want a message with %q", what, o.Stdout, want)
+	}
+}
+
+// TestCheckForwardAccepts: CHECK, with and without portMappings, counts
+// the attachment's accepts in iptables-nft's FORWARD chains and in the
+// nftablesAcceptChains, so accepts lost to a flush fail it, and a repeated
+// ADD repairs them. With conditionsV4 the IPv4 mappings are rules, which
+// CHECK without portMappings does not decode: it cannot know their accepts
+// and leaves the chains IPv4 packets pass unchecked, but still checks
+// ip6tables-nft's chain; with portMappings, everything is checked.
+func TestCheckForwardAccepts(t *testing.T) {
+	hostfw.Require(t)
+	w := newWorld(t)
+	host := w.host.NS
+	hostfw.Load(t, host, hostfw.AdminFilter)
+	ctr, prev := w.attach("testnet", "fwd")
+	optIn := `,"nftablesAcceptChains":["inet filter forward"]`
+	conf, bare := pmConf("testnet", webAndDNS, prev, optIn), pmConf("testnet", "", prev, optIn)
+	w.portmapOK("ADD", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", bare)
+
+	hostfw.Commands(t, host, "iptables -F FORWARD")
+	for _, c := range []string{conf, bare} {
+		w.checkFails(ctr, "fwd", "ip filter FORWARD flushed", c, `chain ip filter FORWARD: 0 accept rules of this attachment, want 2`)
+	}
+	w.portmapOK("ADD", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", bare)
+	hostfw.Commands(t, host, "nft flush chain inet filter forward")
+	for _, c := range []string{conf, bare} {
+		// Two mappings to each of two addresses, two native rules each.
+		w.checkFails(ctr, "fwd", "inet filter forward flushed", c, `chain inet filter forward: 0 accept rules of this attachment, want 8`)
+	}
+	w.portmapOK("ADD", ctr, "fwd", conf)
+
+	cond := `,"conditionsV4":["-s","192.0.2.2/32"]` + optIn
+	conf, bare = pmConf("testnet", webAndDNS, prev, cond), pmConf("testnet", "", prev, cond)
+	w.portmapOK("ADD", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", bare)
+	hostfw.Commands(t, host, "iptables -F FORWARD")
+	w.checkFails(ctr, "fwd", "conditionsV4, ip filter FORWARD flushed", conf, `chain ip filter FORWARD: 0 accept rules of this attachment, want 2`)
+	w.portmapOK("CHECK", ctr, "fwd", bare)
+	hostfw.Commands(t, host, "ip6tables -F FORWARD")
+	w.checkFails(ctr, "fwd", "conditionsV4, ip6 filter FORWARD flushed", bare, `chain ip6 filter FORWARD: 0 accept rules of this attachment, want 2`)
+
+	w.portmapOK("DEL", ctr, "fwd", bare)
+	if n := hostfw.OursInOthers(t, host); n != 0 {
+		t.Errorf("%d rules of ours left in others' tables after DEL", n)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/portmap"
 )
 
@@ -32,6 +33,11 @@ type NetConf struct {
 	MasqAll              bool      `json:"masqAll"`
 	MarkMasqBit          *int      `json:"markMasqBit"`
 	ExternalSetMarkChain *string   `json:"externalSetMarkChain"`
+	// NftablesAcceptChains (ours, opt-in) names chains of the host's own
+	// nftables ruleset, "<family> <table> <chain>", that get accepts for
+	// the mapped connections: a forward chain with policy drop would drop
+	// them whatever we DNAT.
+	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
 	RuntimeConfig        struct {
 		PortMaps []PortMapEntry `json:"portMappings,omitempty"`
 	} `json:"runtimeConfig"`
@@ -45,6 +51,7 @@ type config struct {
 	cond4    []portmap.Condition
 	cond6    []portmap.Condition
 	mappings []mapping
+	accept   []foreign.Chain // nftablesAcceptChains
 }
 
 // mapping is a validated PortMapEntry.
@@ -90,6 +97,13 @@ func parse(stdin []byte, version string) (*config, error) {
 	}
 	if c.cond6, err = parseConditions("conditionsV6", n.ConditionsV6, true); err != nil {
 		return nil, err
+	}
+	for i, s := range n.NftablesAcceptChains {
+		ch, err := foreign.Parse(s)
+		if err != nil {
+			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "nftablesAcceptChains[%d] %v", i, err)
+		}
+		c.accept = append(c.accept, ch)
 	}
 	for _, e := range n.RuntimeConfig.PortMaps {
 		m, err := validate(e)

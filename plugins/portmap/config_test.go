@@ -49,6 +49,8 @@ func TestConfigErrors(t *testing.T) {
 			`conditionsV4: unsupported condition "-p": not a supported match (supported: source/destination address and in/out interface, optionally negated)`},
 		{"condition family", `"conditionsV6":["ip6","saddr","10.0.0.0/8"]`, 2,
 			`conditionsV6: unsupported condition "10.0.0.0/8": wrong address family for conditionsV6 (supported: source/destination address and in/out interface, optionally negated)`},
+		{"accept chain", `"nftablesAcceptChains":["inet filter forward","inet nftcni_portmap x"]`, 7,
+			`nftablesAcceptChains[1] "inet nftcni_portmap x": table nftcni_portmap is one of nftcni's own`},
 		{"no prevResult", `"runtimeConfig":{"portMappings":[{"hostPort":80,"containerPort":80,"protocol":"tcp"}]}`, 999, "must be called as chained plugin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

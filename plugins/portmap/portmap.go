@@ -51,9 +51,10 @@ func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name
 // spec turns the config into what the data plane wants for one attachment,
 // all but Spec.Localnet (localnetIfaces). forwarding says whether the
 // attachment forwards any port: hairpin and localhost masquerade come with
-// any mapping, whatever its family.
+// any mapping, whatever its family. masqAll widens hairpin to every client
+// and, like it, needs snat.
 func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
-	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6}
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, MasqAll: c.MasqAll, AcceptChains: c.accept}
 	for _, cip := range containerPrefixes(c, a) {
 		addr := cip.Addr().Unmap()
 		for _, m := range c.mappings {
@@ -105,7 +106,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if len(s.Mappings) == 0 {
 		// Nothing to forward: remove what an earlier ADD of this
 		// attachment left, which writes nothing when there is none.
-		if _, err := portmap.Teardown(nil, s.Owner); err != nil {
+		if _, err := portmap.Teardown(nil, s.Owner, c.accept); err != nil {
 			return nil, err
 		}
 		return c.prev, nil
@@ -194,7 +195,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return fmt.Errorf("failed to parse config: %w", err)
 	}
-	removed, err := portmap.Teardown(nil, owner(c, a))
+	removed, err := portmap.Teardown(nil, owner(c, a), c.accept)
 	if err != nil {
 		return err
 	}
@@ -217,8 +218,9 @@ func warn(a *cni.CmdArgs, r portmap.Removed) {
 // check`, any runtime that does not resend capability arguments), the
 // mappings the attachment's own elements record stand in for them: each
 // must forward to the container's address, and the rest (hairpin,
-// localhost, route_localnet, owner marker) must be what ADD makes for
-// them. `"portMappings": []` is a statement: no mappings, so no state.
+// localhost, route_localnet, owner marker, the accepts in other owners'
+// forward chains) must be what ADD makes for them. `"portMappings": []` is
+// a statement: no mappings, so no state, in others' chains neither.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
 	if err != nil {
@@ -230,7 +232,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	sent := c.RuntimeConfig.PortMaps != nil
 	s := spec(c, a, !sent || len(c.mappings) > 0)
 	if sent && len(s.Mappings) == 0 {
-		s = portmap.Spec{Owner: s.Owner} // what ADD leaves: nothing
+		s = portmap.Spec{Owner: s.Owner, AcceptChains: s.AcceptChains} // what ADD leaves: nothing
 	}
 	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
 		return err

@@ -132,6 +132,28 @@ func TestKernelStateAfterAdd(t *testing.T) {
 	}
 }
 
+// TestRouteMetrics: an IPAM route's mtu and advmss, from the static IPAM
+// config through the result, end up as the container route's metrics
+// (with its priority); CHECK passes.
+func TestRouteMetrics(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	ctr, hc := newCtr(t)
+	cfg := conf("1.1.0", plugintest.Static(`[{"dst":"0.0.0.0/0","mtu":1300,"advmss":1000,"priority":30},{"dst":"::/0","mtu":1280,"advmss":1100}]`,
+		"10.1.1.5/24 10.1.1.1", "fd00:1::5/64 fd00:1::1"))
+	out := th.OK(plugintest.Cmd("ADD", ctr, "metrics", cfg))
+	for _, tt := range []struct {
+		dst                   string
+		mtu, advmss, priority int
+	}{{"0.0.0.0/0", 1300, 1000, 30}, {"::/0", 1280, 1100, 1024}} {
+		rt, ok := routeIn(t, hc, tt.dst)
+		if !ok || rt.MTU != tt.mtu || rt.AdvMSS != tt.advmss || rt.Priority != tt.priority {
+			t.Errorf("container route %s: %+v, want mtu %d advmss %d metric %d", tt.dst, rt, tt.mtu, tt.advmss, tt.priority)
+		}
+	}
+	th.OK(plugintest.Cmd("CHECK", ctr, "metrics", plugintest.WithPrev(cfg, out)))
+}
+
 // TestTraffic: two ptp containers of one subnet reach each other through
 // the host, and the host's gateway address, over IPv4 and IPv6.
 func TestTraffic(t *testing.T) {

@@ -9,9 +9,17 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // FuzzConfig feeds any stdin and interface name to the sbr config decoder
 // and to the choice of the prevResult addresses ADD makes for that
-// interface: never a panic; an accepted table is in [1, 2^32-1]; the
+// interface: never a panic; an accepted table is in [1, 2^32-1]; accepted
+// gateways are at most one IPv4 and one IPv6 address; the
 // addresses chosen are those of prevResult, in order, that carry no
 // interface index, an index out of range or the index of an interface of
 // that name — and a prevResult without any address is refused; the
@@ -32,6 +40,9 @@ func FuzzConfig(f *testing.F) {
 		`{"cniVersion":"0.2.0","name":"n","prevResult":{"ip4":{"ip":"10.1.0.5/24","gateway":"10.1.0.1"}}}`,
 		`{"name":"n","table":"main"}`, `{"name":"n","table":0}`, `{"name":"n","table":-1}`,
 		`{"name":"n","table":4294967295}`, `{"name":"n","table":4294967296}`, `{"name":"n","table":null}`,
+		`{"name":"n","gateways":["10.0.0.254","fd00::fe"],"addSourceHints":true}`, `{"name":"n","gateways":["::ffff:10.0.0.1"]}`,
+		`{"name":"n","gateways":["10.0.0.1","10.0.0.2"]}`, `{"name":"n","gateways":["x"]}`, `{"name":"n","gateways":"10.0.0.1"}`,
+		`{"name":"n","addSourceHints":"yes"}`,
 		`null`, `[]`, `{`,
 	} {
 		for _, ifName := range []string{"eth1", "eth0"} {
@@ -45,6 +56,10 @@ func FuzzConfig(f *testing.F) {
 		}
 		if c.Table != nil && (*c.Table < 1 || int64(*c.Table) > math.MaxUint32) {
 			t.Fatalf("accepted table %d", *c.Table)
+		}
+		if len(c.Gateways) > 2 || (c.gw4.IsValid() && !c.gw4.Is4()) || (c.gw6.IsValid() && !c.gw6.Is6()) ||
+			len(c.Gateways) != btoi(c.gw4.IsValid())+btoi(c.gw6.IsValid()) {
+			t.Fatalf("accepted gateways %q as %v %v", c.Gateways, c.gw4, c.gw6)
 		}
 		plugintest.Fixpoint(t, c, loadConf)
 		if cni.ValidateIfName(ifName) != nil {

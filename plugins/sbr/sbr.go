@@ -30,14 +30,16 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Plugin is the sbr plugin. It holds no state outside the container and
-// delegates to nothing, so GC and STATUS are the dispatcher's default
-// success.
+// Plugin is the sbr plugin. Its rules, tables and routes are inside the
+// container's namespace and go with it, and it delegates to nothing: GC
+// has nothing to collect, and ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:  "sbr",
-	Add:   cmdAdd,
-	Del:   cmdDel,
-	Check: cmdCheck,
+	Name:   "sbr",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cni.NothingToCollect,
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, err := loadConf(stdin)
 		return err
@@ -53,6 +55,18 @@ type NetConf struct {
 	// Table, when set, is a table the operator manages: sbr only adds the
 	// source rules pointing at it, and moves no routes.
 	Table *int `json:"table"`
+	// Gateways holds at most one IPv4 and one IPv6 address; each replaces,
+	// in the tables sbr builds, the prevResult gateway of every address of
+	// its family (the next hop the operator knows better than IPAM, e.g.
+	// a router that is not the subnet's .1).
+	Gateways []string `json:"gateways"`
+	// AddSourceHints keeps the interface's on-link routes in the main
+	// table, each subnet route with the address as preferred source, so
+	// that a socket with no source bound still reaches the interface's
+	// subnets, from the address the runtime gave.
+	AddSourceHints bool `json:"addSourceHints"`
+
+	gw4, gw6 netip.Addr // parsed Gateways
 }
 
 func loadConf(stdin []byte) (*NetConf, error) {
@@ -63,7 +77,48 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	if c.Table != nil && (*c.Table <= 0 || int64(*c.Table) > math.MaxUint32) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: must be between 1 and %d", *c.Table, uint32(math.MaxUint32))
 	}
+	if err := c.parseGateways(); err != nil {
+		return nil, err
+	}
 	return &c, nil
+}
+
+// parseGateways checks `gateways` with the reference's texts (which name
+// the key), but as a config error (code 7) and whatever the other keys:
+// the reference looked at it only in an ADD without `table`.
+func (c *NetConf) parseGateways() error {
+	if len(c.Gateways) > 2 {
+		return cni.Errorf(cni.CodeInvalidNetworkConfig, "gateways list cannot contain more than 2 entries (one IPv4, one IPv6)")
+	}
+	for _, s := range c.Gateways {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid static gateway IP address: %s", s)
+		}
+		have, fam := &c.gw6, "IPv6"
+		if a = a.Unmap(); a.Is4() {
+			have, fam = &c.gw4, "IPv4"
+		}
+		if have.IsValid() {
+			return cni.Errorf(cni.CodeInvalidNetworkConfig, "gateways list contains multiple %s addresses: %s and %s", fam, *have, s)
+		}
+		*have = a
+	}
+	return nil
+}
+
+// gateway is the next hop of ip's default route in its table: the
+// configured gateway of its family (static is then true), else its
+// prevResult gateway (none: no default route).
+func (c *NetConf) gateway(ip *cni.IPConfig) (gw netip.Addr, static bool) {
+	gw = c.gw6
+	if ip.Address.Addr().Unmap().Is4() {
+		gw = c.gw4
+	}
+	if gw.IsValid() {
+		return gw, true
+	}
+	return ip.Gateway.Unmap(), false
 }
 
 // addrs returns the prevResult's addresses that belong to ifName: all,
@@ -162,7 +217,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 		if conf.Table != nil {
 			err = addRulesOnly(h, &u, ips, *conf.Table)
 		} else {
-			err = setupTables(h, &u, a.IfName, ips)
+			err = setupTables(h, &u, conf, a.IfName, ips, a.Logf)
 		}
 		if err != nil {
 			if uerr := u.run(); uerr != nil {
@@ -223,14 +278,17 @@ func findRule(rules []netlinkx.Rule, addr netip.Addr, table int) (netlinkx.Rule,
 }
 
 // setupTables gives each address a table: a source
-// rule, a default route via the address's gateway, and copies of the
-// interface's main-table routes that belong to the address (its source or
-// gateway is inside the address's prefix) or to no address in particular
-// (neither source nor gateway). The routes copied are then removed from
-// the main table; the others stay (the reference removed every route of
-// the interface). An address that already has its rule keeps its table,
-// so a repeated ADD changes nothing.
-func setupTables(h *netlinkx.Handle, u *undo, ifName string, ips []*cni.IPConfig) error {
+// rule, a default route via the address's gateway (the configured one of
+// its family, else its own), and copies of the interface's main-table
+// routes that belong to the address (its source or gateway is inside the
+// address's prefix) or to no address in particular (neither source nor
+// gateway). A main-table default route is not copied where a configured
+// gateway takes its place. The routes copied are then removed from the
+// main table, except, with addSourceHints, the on-link ones; the others
+// stay (the reference removed every route of the interface). An address
+// that already has its rule keeps its table, so a repeated ADD changes
+// nothing.
+func setupTables(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string, ips []*cni.IPConfig, logf func(string, ...any)) error {
 	rules, err := h.Rules(0)
 	if err != nil {
 		return fmt.Errorf("Failed to list all rules: %w", err)
@@ -278,36 +336,88 @@ func setupTables(h *netlinkx.Handle, u *undo, ifName string, ips []*cni.IPConfig
 			used[t] = true
 			table = next(t + 1)
 		}
-		if ip.Gateway.IsValid() {
-			dst := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-			if ip.Gateway.Is6() {
-				dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-			}
-			def := netlinkx.Route{Dst: dst, Gw: ip.Gateway, LinkIndex: link.Index, Table: t}
+		gw, static := conf.gateway(ip)
+		if gw.IsValid() {
+			def := netlinkx.Route{Dst: defaultDst(gw), Gw: gw, LinkIndex: link.Index, Table: t}
 			if err := replaceRoute(h, u, def); err != nil {
-				return fmt.Errorf("Failed to add default route to %s: %w", ip.Gateway, err)
+				return fmt.Errorf("Failed to add default route to %s: %w", gw, err)
 			}
 		}
 		for i, r := range ifRoutes {
 			if !belongs(r, ip.Address) {
 				continue
 			}
+			copied[i] = true
+			if static && r.Dst.Bits() == 0 && r.Dst.Addr().Is4() == gw.Is4() {
+				continue // the configured gateway's default route stands
+			}
 			c := r
 			c.Table = t
 			if err := replaceRoute(h, u, c); err != nil {
 				return fmt.Errorf("Failed to readd route: %w", err)
 			}
-			copied[i] = true
+		}
+	}
+	if conf.AddSourceHints {
+		for _, ip := range ips {
+			if err := addSourceHint(h, u, link.Index, ip.Address, main); err != nil {
+				// As in the reference, a hint the kernel refuses (e.g. an
+				// address that is not on the interface) costs only the hint.
+				logf("sbr: adding the source hint for %s: %v", ip.Address, err)
+			}
 		}
 	}
 	for i, r := range ifRoutes {
-		if !copied[i] {
+		if !copied[i] || (conf.AddSourceHints && !r.Gw.IsValid()) {
 			continue
 		}
 		if err := h.DelRoute(r); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("Failed to delete route: %w", err)
 		}
 		u.push(func() error { return h.ReplaceRoute(r) })
+	}
+	return nil
+}
+
+// defaultDst is the default destination of gw's family.
+func defaultDst(gw netip.Addr) netip.Prefix {
+	if gw.Is4() {
+		return netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	}
+	return netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+}
+
+// addSourceHint makes the main table's route to p's subnet on the link
+// carry p's address as preferred source: the route already there (the
+// kernel's connected route) is replaced in place, keeping its metric: sbr
+// keeps that route in main, so a hint added beside it at another metric
+// (IPv6 puts a metric-0 route at 1024, behind the kernel's 256) would
+// never be used. Without such a route one is added, scope link, metric 0.
+// A failing ADD puts the old route back.
+func addSourceHint(h *netlinkx.Handle, u *undo, index int, p netip.Prefix, main []netlinkx.Route) error {
+	addr := p.Addr().Unmap()
+	hint := netlinkx.Route{Dst: p.Masked(), Src: addr, LinkIndex: index, Scope: unix.RT_SCOPE_LINK}
+	var old *netlinkx.Route
+	for _, r := range main {
+		if r.LinkIndex == index && r.Dst == hint.Dst && !r.Gw.IsValid() && r.Type == unix.RTN_UNICAST {
+			old = &r
+			break
+		}
+	}
+	if old != nil {
+		if old.Src == addr {
+			return nil
+		}
+		hint.Priority, hint.Protocol, hint.MTU, hint.AdvMSS = old.Priority, old.Protocol, old.MTU, old.AdvMSS
+	}
+	if err := h.ReplaceRoute(hint); err != nil {
+		return err
+	}
+	if old != nil {
+		prev := *old
+		u.push(func() error { return h.ReplaceRoute(prev) })
+	} else {
+		u.push(func() error { return h.DelRoute(hint) })
 	}
 	return nil
 }
@@ -504,12 +614,8 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 				}
 				return false
 			}
-			if gw := ip.Gateway; gw.IsValid() {
-				def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-				if gw.Is6() {
-					def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-				}
-				if !has(def, gw) {
+			if gw, _ := conf.gateway(ip); gw.IsValid() {
+				if !has(defaultDst(gw), gw) {
 					return fmt.Errorf("sbr: table %d of %s has no default route via %s dev %s", r.Table, addr, gw, a.IfName)
 				}
 			}
@@ -517,6 +623,41 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 				return fmt.Errorf("sbr: table %d of %s has no route to %s dev %s", r.Table, addr, sub, a.IfName)
 			}
 		}
+		if conf.Table == nil && conf.AddSourceHints {
+			return checkSourceHints(h, link.Index, a.IfName, ips)
+		}
 		return nil
 	})
+}
+
+// checkSourceHints verifies that the main table routes each address's
+// subnet over the link with the address as preferred source; where
+// addresses share a subnet, the last one's hint is the one ADD left.
+func checkSourceHints(h *netlinkx.Handle, index int, ifName string, ips []*cni.IPConfig) error {
+	main, err := h.Routes(0, 0)
+	if err != nil {
+		return err
+	}
+	want := map[netip.Prefix]netip.Addr{}
+	var order []netip.Prefix
+	for _, ip := range ips {
+		sub := ip.Address.Masked()
+		if _, ok := want[sub]; !ok {
+			order = append(order, sub)
+		}
+		want[sub] = ip.Address.Addr().Unmap()
+	}
+	for _, sub := range order {
+		found := false
+		for _, r := range main {
+			if r.LinkIndex == index && r.Dst == sub && !r.Gw.IsValid() && r.Src == want[sub] {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("sbr: the main table has no route to %s dev %s src %s", sub, ifName, want[sub])
+		}
+	}
+	return nil
 }

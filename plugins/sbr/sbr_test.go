@@ -85,3 +85,65 @@ func TestBelongs(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaysConfig: `gateways` takes one address per family, with the
+// reference's texts, as config errors (code 7).
+func TestGatewaysConfig(t *testing.T) {
+	for _, tt := range []struct {
+		gateways string
+		gw4, gw6 string
+		err      string
+	}{
+		{gateways: `[]`},
+		{gateways: `["10.0.0.254"]`, gw4: "10.0.0.254"},
+		{gateways: `["fd00::fe","10.0.0.254"]`, gw4: "10.0.0.254", gw6: "fd00::fe"},
+		{gateways: `["::ffff:10.0.0.254"]`, gw4: "10.0.0.254"},
+		{gateways: `["10.0.0.1","fd00::1","10.0.0.2"]`, err: "gateways list cannot contain more than 2 entries (one IPv4, one IPv6)"},
+		{gateways: `["fd00::1","fd00::2"]`, err: "gateways list contains multiple IPv6 addresses: fd00::1 and fd00::2"},
+		{gateways: `["10.0.0.256"]`, err: "invalid static gateway IP address: 10.0.0.256"},
+		{gateways: `["fe80::1%eth0"]`, err: "invalid static gateway IP address: fe80::1%eth0"},
+		{gateways: `[""]`, err: "invalid static gateway IP address: "},
+	} {
+		c, err := loadConf([]byte(`{"name":"n","gateways":` + tt.gateways + `}`))
+		if tt.err != "" {
+			if e := cni.AsError(err); err == nil || e.Code != cni.CodeInvalidNetworkConfig || e.Msg != tt.err {
+				t.Errorf("%s: %v, want code 7 %q", tt.gateways, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.gateways, err)
+			continue
+		}
+		str := func(a netip.Addr) string {
+			if !a.IsValid() {
+				return ""
+			}
+			return a.String()
+		}
+		if str(c.gw4) != tt.gw4 || str(c.gw6) != tt.gw6 {
+			t.Errorf("%s: %q %q, want %q %q", tt.gateways, str(c.gw4), str(c.gw6), tt.gw4, tt.gw6)
+		}
+	}
+	// The configured gateway of the family wins; the other family keeps
+	// its prevResult gateway.
+	c, err := loadConf([]byte(`{"name":"n","gateways":["10.0.0.254"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr
+	for _, tt := range []struct {
+		ip     cni.IPConfig
+		want   string
+		static bool
+	}{
+		{cni.IPConfig{Address: netip.MustParsePrefix("10.0.0.5/24"), Gateway: a("10.0.0.1")}, "10.0.0.254", true},
+		{cni.IPConfig{Address: netip.MustParsePrefix("10.0.0.5/24")}, "10.0.0.254", true},
+		{cni.IPConfig{Address: netip.MustParsePrefix("fd00::5/64"), Gateway: a("fd00::1")}, "fd00::1", false},
+		{cni.IPConfig{Address: netip.MustParsePrefix("fd00::5/64")}, "invalid IP", false},
+	} {
+		if gw, static := c.gateway(&tt.ip); gw.String() != tt.want || static != tt.static {
+			t.Errorf("%s: %v %v, want %s %v", tt.ip.Address, gw, static, tt.want, tt.static)
+		}
+	}
+}

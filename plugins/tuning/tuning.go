@@ -25,13 +25,16 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
-// Plugin is the tuning plugin. STATUS has nothing to report (nil: success).
+// Plugin is the tuning plugin. GC collects the backups of attachments
+// that no longer exist; ADD depends on no daemon, so STATUS is always
+// ready.
 var Plugin = &cni.Plugin{
-	Name:  "tuning",
-	Add:   cmdAdd,
-	Del:   cmdDel,
-	Check: cmdCheck,
-	GC:    cmdGC,
+	Name:   "tuning",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		if err := checkDuplicateSysctls(stdin); err != nil {
 			return err

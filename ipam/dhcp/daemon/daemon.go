@@ -2,8 +2,10 @@
 // process that owns every DHCP lease of the host's containers. The dhcp
 // IPAM plugin asks it over a Unix socket (the reference's net/rpc
 // protocol, see ../wire.go) to acquire, check and release leases; it runs
-// the DHCPv4 client inside the container's network namespace and renews
-// each lease in the background for as long as the container lives.
+// the DHCPv4 and DHCPv6 clients inside the container's network namespace
+// and renews each lease in the background for as long as the container
+// lives. An attachment has a lease per family its config lists
+// (ipam.ipFamilies), each maintained on its own.
 //
 // Unlike the reference it persists leases and resumes them after a
 // restart, refuses client-ID collisions, never waits on a dead lease,
@@ -22,7 +24,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam/dhcp"
-	"github.com/nftcni/nftcni/ipam/dhcp/internal/gobrpc"
+	"github.com/nftcni/nftcni/ipam/dhcp/gorpc"
 )
 
 // Config is the daemon's configuration (its command line, main.go).
@@ -61,13 +63,13 @@ const handshakeTimeout = 10 * time.Second
 type Daemon struct {
 	cfg    Config
 	store  *store
-	rpc    *gobrpc.Server
+	rpc    *gorpc.Server
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // lease loops and connections
 
 	mu        sync.Mutex
-	leases    map[string]*lease        // by client ID
+	leases    map[key]*lease
 	busy      map[string]chan struct{} // client IDs with an operation in progress
 	listeners map[net.Listener]bool
 	conns     map[net.Conn]bool
@@ -96,29 +98,30 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:       cfg,
 		store:     st,
-		rpc:       gobrpc.NewServer(),
-		leases:    map[string]*lease{},
+		rpc:       gorpc.NewServer(),
+		leases:    map[key]*lease{},
 		busy:      map[string]chan struct{}{},
 		listeners: map[net.Listener]bool{},
 		conns:     map[net.Conn]bool{},
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	svc := &service{d}
-	gobrpc.Handle(d.rpc, dhcp.Service, "Allocate", svc.Allocate)
-	gobrpc.Handle(d.rpc, dhcp.Service, "Release", svc.Release)
-	gobrpc.Handle(d.rpc, dhcp.Service, "Check", svc.Check)
-	gobrpc.Handle(d.rpc, dhcp.Service, "GC", svc.GC)
+	s := &service{d}
+	d.rpc.Register(dhcp.MethodAllocate, gorpc.Func(s.Allocate))
+	d.rpc.Register(dhcp.MethodRelease, gorpc.Func(s.Release))
+	d.rpc.Register(dhcp.MethodCheck, gorpc.Func(s.Check))
+	d.rpc.Register(dhcp.MethodGC, gorpc.Func(s.GC))
 	for _, r := range st.load(cfg.Logf) {
-		cur, err := leaseFromRecord(r)
+		k := r.key()
+		cur, err := bindingFromRecord(r)
 		if err != nil {
-			cfg.Logf("%s: dropping stored lease: %v", r.ClientID, err)
-			_ = st.remove(r.ClientID)
+			cfg.Logf("%s: dropping stored lease: %v", k, err)
+			_ = st.remove(k)
 			continue
 		}
 		d.mu.Lock()
-		d.start(&lease{d: d, id: r.ClientID, owner: r.Owner, params: r.Params, cur: cur})
+		d.start(&lease{d: d, key: k, owner: r.Owner, params: r.Params, cur: cur})
 		d.mu.Unlock()
-		cfg.Logf("%s: resumed lease of %v", r.ClientID, cur.ACK.YourIPAddr)
+		cfg.Logf("%s: resumed lease of %v", k, cur.addr())
 	}
 	return d, nil
 }
@@ -130,7 +133,7 @@ func (d *Daemon) start(l *lease) {
 	l.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(d.ctx)
 	l.cancel = cancel
-	d.leases[l.id] = l
+	d.leases[l.key] = l
 	if d.closed {
 		cancel()
 		close(l.done)
@@ -186,17 +189,17 @@ func (d *Daemon) Serve(l net.Listener) error {
 }
 
 // serveConn does what net/rpc's HTTP handler does — answer
-// "CONNECT /_goRPC_", then speak gob — without an http.Server, so that
-// Close can end every connection.
+// "CONNECT /_goRPC_", then serve the RPC stream — without an http.Server,
+// so that Close can end every connection.
 func (d *Daemon) serveConn(c net.Conn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReader(c)
-	if err := gobrpc.ServerHandshake(br, c); err != nil {
+	if !gorpc.ReadConnect(br, c) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	d.rpc.ServeConn(c, br)
+	d.rpc.ServeConn(br, c, c)
 }
 
 // Close stops serving, ends every connection and every lease's
@@ -260,70 +263,134 @@ func (d *Daemon) lockID(ctx context.Context, id string) (unlock func(), err erro
 	}
 }
 
-func (d *Daemon) lookup(id string) *lease {
+func (d *Daemon) lookup(k key) *lease {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.leases[id]
+	return d.leases[k]
 }
 
-// forget removes l from the map (if it is still the entry for its ID).
+// forget removes l from the map (if it is still the entry for its key).
 func (d *Daemon) forget(l *lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.leases[l.id] == l {
-		delete(d.leases, l.id)
+	if d.leases[l.key] == l {
+		delete(d.leases, l.key)
 	}
 }
 
-// allocate returns the lease of the request's client ID, acquiring one
-// if there is none. Call with the ID locked.
+// proto is the client of a family.
+func (d *Daemon) proto(f dhcp.Family) proto {
+	if f == dhcp.IPv6 {
+		return dhcp6{d}
+	}
+	return dhcp4{d}
+}
+
+// allFamilies are the families Release and GC look at, whatever the
+// config says now.
+var allFamilies = [...]dhcp.Family{dhcp.IPv4, dhcp.IPv6}
+
+// kind names a family's leases in messages ("no DHCP lease ...", as the
+// DHCPv4-only daemon said it).
+func kind(f dhcp.Family) string {
+	if f == dhcp.IPv6 {
+		return "DHCPv6"
+	}
+	return "DHCP"
+}
+
+// allocate returns the leases of the request's families as one result,
+// acquiring those it lacks — in parallel, so that a dual-stack ADD waits
+// for the slower exchange, not for both. Call with the client ID locked.
+// When one family fails, the leases this call acquired are released
+// again: a failed ADD leaves nothing behind. The error is the first
+// family's that failed; another's is logged.
 func (d *Daemon) allocate(ctx context.Context, r *request) (*cni.Result, error) {
-	if l := d.lookup(r.clientID); l != nil {
+	n := len(r.families)
+	parts, fresh, errs := make([]*cni.Result, n), make([]*lease, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i, fam := range r.families {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], fresh[i], errs[i] = d.allocateOne(ctx, r, fam)
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			d.cfg.Logf("%s: %v", key{id: r.clientID, fam: r.families[i]}, err)
+		}
+	}
+	if first != nil {
+		for _, l := range fresh {
+			if l != nil {
+				d.releaseLease(l)
+			}
+		}
+		return nil, first
+	}
+	return mergeResults(parts), nil
+}
+
+// allocateOne returns the lease of one family and its result, acquiring
+// a lease if there is none (then returned as fresh). Call with the client
+// ID locked.
+func (d *Daemon) allocateOne(ctx context.Context, r *request, fam dhcp.Family) (res *cni.Result, fresh *lease, err error) {
+	k := key{id: r.clientID, fam: fam}
+	if l := d.lookup(k); l != nil {
 		// A lease counts while it is maintained and its interface is
 		// there; an error other than "gone" is no proof of death.
 		held := l.alive() && !isGone(l.holds())
 		switch {
 		case held && l.owner == r.owner:
 			l.poke()
-			return buildResult(l.current().ACK, r.priority)
+			res, err := l.current().result(r.shape)
+			return res, nil, err
 		case held:
-			return nil, fmt.Errorf("client ID %q is in use by %s; refusing to share its lease with %s",
+			return nil, nil, fmt.Errorf("client ID %q is in use by %s; refusing to share its lease with %s",
 				r.clientID, l.owner, r.owner)
 		}
 		// Dead (interface gone, expired) or about to notice: never wait
 		// on it, acquire afresh.
 		if l.alive() {
-			d.cfg.Logf("%s: dropping the lease of %s, whose interface is gone", r.clientID, l.owner)
+			d.cfg.Logf("%s: dropping the lease of %s, whose interface is gone", k, l.owner)
 		}
 		l.stop()
 		d.forget(l)
-		if err := d.store.remove(l.id); err != nil {
-			d.cfg.Logf("%s: %v", l.id, err)
+		if err := d.store.remove(k); err != nil {
+			d.cfg.Logf("%s: %v", k, err)
 		}
 	}
-	cur, err := d.acquire(ctx, r.owner, r.params)
+	p, c := r.params.of(fam), d.proto(fam)
+	cur, err := c.acquire(ctx, r.owner, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	l := &lease{d: d, id: r.clientID, owner: r.owner, params: r.params, cur: cur}
-	res, err := buildResult(cur.ACK, r.priority)
+	l := &lease{d: d, key: k, owner: r.owner, params: p, cur: cur}
+	res, err = cur.result(r.shape)
 	if err == nil {
 		err = d.store.save(l.record())
 	}
 	if err != nil {
-		if rerr := d.release(r.owner, r.params, cur.ACK); rerr != nil {
-			d.cfg.Logf("%s: releasing after a failed ADD: %v", r.clientID, rerr)
+		if rerr := c.release(r.owner, p, cur); rerr != nil {
+			d.cfg.Logf("%s: releasing after a failed ADD: %v", k, rerr)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	d.mu.Lock()
 	d.start(l)
 	d.mu.Unlock()
-	d.cfg.Logf("%s: leased %v", r.clientID, cur.ACK.YourIPAddr)
-	return res, nil
+	d.cfg.Logf("%s: leased %v", k, cur.addr())
+	return res, l, nil
 }
 
-// releaseLease stops l, sends DHCPRELEASE and forgets it, on disk too.
+// releaseLease stops l, gives the lease back and forgets it, on disk too.
 func (d *Daemon) releaseLease(l *lease) {
 	wasAlive := l.alive()
 	l.stop()
@@ -331,8 +398,8 @@ func (d *Daemon) releaseLease(l *lease) {
 	if wasAlive {
 		l.releaseNow()
 	}
-	if err := d.store.remove(l.id); err != nil {
-		d.cfg.Logf("%s: %v", l.id, err)
+	if err := d.store.remove(l.key); err != nil {
+		d.cfg.Logf("%s: %v", l.key, err)
 	}
 }
 
@@ -370,55 +437,62 @@ func (s *service) Allocate(a *dhcp.Args, reply *dhcp.Reply) error {
 	return nil
 }
 
-// Release stops maintaining the caller's lease and sends DHCPRELEASE. An
-// unknown client ID is success; so is a client ID held by another
-// attachment (a collision refused at ADD), which is left alone.
+// Release stops maintaining the caller's leases (every family's) and
+// gives them back. An unknown client ID is success; so is a client ID held
+// by another attachment (a collision refused at ADD), which is left alone.
 func (s *service) Release(a *dhcp.Args, _ *dhcp.Empty) error {
 	r, _, done, err := s.begin(a, false)
 	if err != nil {
 		return err
 	}
 	defer done()
-	l := s.d.lookup(r.clientID)
-	if l == nil {
-		return nil
+	for _, fam := range allFamilies {
+		l := s.d.lookup(key{id: r.clientID, fam: fam})
+		if l == nil {
+			continue
+		}
+		if !l.owner.sameAttachment(r.owner) {
+			s.d.cfg.Logf("%s: not releasing for %s: the lease belongs to %s", l.key, r.owner, l.owner)
+			continue
+		}
+		s.d.releaseLease(l)
 	}
-	if !l.owner.sameAttachment(r.owner) {
-		s.d.cfg.Logf("%s: not releasing for %s: the lease belongs to %s", r.clientID, r.owner, l.owner)
-		return nil
-	}
-	s.d.releaseLease(l)
 	return nil
 }
 
-// Check succeeds when the caller's lease exists, is maintained and its
-// interface is there; it never acquires (the reference's CHECK, an
-// Allocate, acquires a new lease when there is none).
+// Check succeeds when the caller has a lease of each of the config's
+// families, maintained, and its interface is there; it never acquires
+// (the reference's CHECK, an Allocate, acquires a new lease when there is
+// none).
 func (s *service) Check(a *dhcp.Args, reply *dhcp.Reply) error {
 	r, _, done, err := s.begin(a, true)
 	if err != nil {
 		return err
 	}
 	defer done()
-	l := s.d.lookup(r.clientID)
-	switch {
-	case l == nil:
-		return fmt.Errorf("no DHCP lease for client ID %q", r.clientID)
-	case l.owner != r.owner:
-		return fmt.Errorf("client ID %q is in use by %s, not %s", r.clientID, l.owner, r.owner)
-	case !l.alive():
-		return fmt.Errorf("DHCP lease for client ID %q is no longer maintained: %v", r.clientID, l.endReason())
+	var parts []*cni.Result
+	for _, fam := range r.families {
+		l := s.d.lookup(key{id: r.clientID, fam: fam})
+		switch {
+		case l == nil:
+			return fmt.Errorf("no %s lease for client ID %q", kind(fam), r.clientID)
+		case l.owner != r.owner:
+			return fmt.Errorf("client ID %q is in use by %s, not %s", r.clientID, l.owner, r.owner)
+		case !l.alive():
+			return fmt.Errorf("%s lease for client ID %q is no longer maintained: %v", kind(fam), r.clientID, l.endReason())
+		}
+		// Poked first, so that a lease found dead here ends at once.
+		l.poke()
+		if err := l.holds(); err != nil {
+			return err
+		}
+		res, err := l.current().result(r.shape)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, res)
 	}
-	// Poked first, so that a lease found dead here ends at once.
-	l.poke()
-	if err := l.holds(); err != nil {
-		return err
-	}
-	res, err := buildResult(l.current().ACK, r.priority)
-	if err != nil {
-		return err
-	}
-	*reply = *dhcp.FromResult(res)
+	*reply = *dhcp.FromResult(mergeResults(parts))
 	return nil
 }
 
@@ -439,26 +513,26 @@ func (s *service) GC(a *dhcp.Args, _ *dhcp.Empty) error {
 		valid[at] = true
 	}
 	s.d.mu.Lock()
-	var stale []string
-	for id, l := range s.d.leases {
+	var stale []key
+	for k, l := range s.d.leases {
 		if l.owner.Network == nc.Name && !valid[cni.Attachment{ContainerID: l.owner.ContainerID, IfName: l.owner.IfName}] {
-			stale = append(stale, id)
+			stale = append(stale, k)
 		}
 	}
 	s.d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.d.ctx, s.d.opTimeout())
 	defer cancel()
 	var errs []error
-	for _, id := range stale {
-		unlock, err := s.d.lockID(ctx, id)
+	for _, k := range stale {
+		unlock, err := s.d.lockID(ctx, k.id)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// Re-check under the lock: an ADD may have replaced it.
-		if l := s.d.lookup(id); l != nil && l.owner.Network == nc.Name &&
+		if l := s.d.lookup(k); l != nil && l.owner.Network == nc.Name &&
 			!valid[cni.Attachment{ContainerID: l.owner.ContainerID, IfName: l.owner.IfName}] {
-			s.d.cfg.Logf("%s: GC: releasing the lease of %s", id, l.owner)
+			s.d.cfg.Logf("%s: GC: releasing the lease of %s", k, l.owner)
 			s.d.releaseLease(l)
 		}
 		unlock()

@@ -141,7 +141,7 @@ func TestProvidedOptions(t *testing.T) {
 }
 
 // TestTwoContainers: two containers get different leases, each released
-// by its own DEL only.
+// by its own DEL only; without ipFamilies, DHCPv4 only.
 func TestTwoContainers(t *testing.T) {
 	h := newHarness(t)
 	conf := h.conf("")
@@ -157,6 +157,9 @@ func TestTwoContainers(t *testing.T) {
 		t.Errorf("server leases %s, %s; results %s, %s", l1.IP, l2.IP, r1.IPs[0].Address, r2.IPs[0].Address)
 	}
 	h.wantStateFiles(2)
+	if ls := dhcptest.Leases6(h.srv.Leases(t)); len(ls) != 0 {
+		t.Errorf("a network without ipFamilies got DHCPv6 leases %+v", ls)
+	}
 	configure(t, ctr1, r1.IPs[0].Address)
 	h.ok(call("DEL", ctr1, "c1", conf))
 	h.waitReleased(mac1)
@@ -422,12 +425,12 @@ type cmdArgs struct {
 	StdinData     []byte
 }
 
-// TestNoLeak: 100 ADD/DEL cycles leave no goroutine and no descriptor
-// behind in the daemon (counted in this process, which runs it), and no
-// lease on the server.
+// TestNoLeak: 100 dual-stack ADD/DEL cycles leave no goroutine and no
+// descriptor behind in the daemon (counted in this process, which runs
+// it), and no lease on the server.
 func TestNoLeak(t *testing.T) {
 	h := newHarness(t)
-	conf := h.conf("")
+	conf := h.conf(dualStack)
 	ctr, mac := h.ctr()
 	cycle := func() {
 		h.ok(call("ADD", ctr, "c1", conf))
@@ -447,6 +450,7 @@ func TestNoLeak(t *testing.T) {
 	}
 	h.wantStateFiles(0)
 	h.waitReleased(mac)
+	h.srv.Wait(t, "no DHCPv6 lease", func(ls []dhcptest.Lease) bool { return len(dhcptest.Leases6(ls)) == 0 })
 }
 
 // settle waits (up to 10 s) for the goroutine and descriptor counts to

@@ -105,8 +105,29 @@ func (d *Daemon) setDown(o owner) error {
 }
 
 // operUpWait bounds the wait for a freshly set-up interface to carry
-// packets; the exchange's own resends cover anything slower.
+// packets.
 const operUpWait = 3 * time.Second
+
+// link looks the lease's interface up. With setUp (acquisition, as the
+// reference does it) a down interface is set up, and the wait for it to
+// carry packets is brief: the exchange's own resends cover anything
+// slower.
+func (d *Daemon) link(h *netlinkx.Handle, ifname string, setUp bool) (netlinkx.Link, error) {
+	l, err := h.LinkByName(ifname)
+	if err != nil {
+		return l, lookupError(ifname, err)
+	}
+	if setUp && !l.Up {
+		if err := h.SetUp(ifname); err != nil {
+			return l, err
+		}
+		l.OperState = netlinkx.OperDown
+	}
+	if setUp && l.OperState != netlinkx.OperUp && l.OperState != netlinkx.OperUnknown {
+		_, _ = h.WaitOperUp(ifname, min(d.cfg.Timeout, operUpWait), 20*time.Millisecond)
+	}
+	return l, nil
+}
 
 // openClient opens a DHCP client on the lease's interface. The packet
 // socket is created on a thread inside the container's namespace, then
@@ -114,10 +135,10 @@ const operUpWait = 3 * time.Second
 // socket holds its namespace alive, and a lease must not keep a dead
 // container's namespace (and veth) around.
 //
-// setUp brings a down interface up (acquisition, as the reference does).
-// src, when valid, is the source address of what is sent (DHCPRELEASE
-// must come from the leased address: a server's kernel drops unicast from
-// 0.0.0.0 as martian); otherwise 0.0.0.0, which only broadcasts may use.
+// setUp brings a down interface up (link). src, when valid, is the source
+// address of what is sent (DHCPRELEASE must come from the leased address:
+// a server's kernel drops unicast from 0.0.0.0 as martian); otherwise
+// 0.0.0.0, which only broadcasts may use.
 func (d *Daemon) openClient(o owner, setUp bool, src net.IP) (*nclient4.Client, error) {
 	ns, err := openNS(d.cfg.HostPrefix + o.Netns)
 	if err != nil {
@@ -129,18 +150,9 @@ func (d *Daemon) openClient(o owner, setUp bool, src net.IP) (*nclient4.Client, 
 		return nil, err
 	}
 	defer h.Close()
-	l, err := h.LinkByName(o.IfName)
+	l, err := d.link(h, o.IfName, setUp)
 	if err != nil {
-		return nil, lookupError(o.IfName, err)
-	}
-	if setUp && !l.Up {
-		if err := h.SetUp(o.IfName); err != nil {
-			return nil, err
-		}
-		l.OperState = netlinkx.OperDown
-	}
-	if setUp && l.OperState != netlinkx.OperUp && l.OperState != netlinkx.OperUnknown {
-		_, _ = h.WaitOperUp(o.IfName, min(d.cfg.Timeout, operUpWait), 20*time.Millisecond)
+		return nil, err
 	}
 	var conn net.PacketConn
 	err = ns.Do(func() error {

@@ -35,7 +35,12 @@ type harness struct {
 // newHarness starts dnsmasq (extra: more dnsmasq flags) and a daemon.
 func newHarness(t *testing.T, extra ...string) *harness {
 	t.Helper()
-	srv := dhcptest.Start(t, extra...)
+	return newHarnessOn(t, dhcptest.Start(t, extra...))
+}
+
+// newHarnessOn starts a daemon for the server srv.
+func newHarnessOn(t *testing.T, srv *dhcptest.Server) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, srv: srv, sock: filepath.Join(dir, "dhcp.sock"), stateDir: filepath.Join(dir, "state")}
 	h.cfg = daemon.Config{
@@ -134,15 +139,22 @@ func configure(t *testing.T, ns *netns.NS, addr string) {
 	plugintest.Must(t, privtest.Handle(t, ns).AddAddr("eth0", p, netlinkx.AddrOpts{}))
 }
 
-// addResult decodes an ADD result.
+// addResult decodes an ADD result with one address.
 func addResult(t *testing.T, out string) *plugintest.WireResult {
+	t.Helper()
+	r := decodeResult(t, out)
+	if len(r.IPs) != 1 {
+		t.Fatalf("ADD result has %d IPs: %s", len(r.IPs), out)
+	}
+	return r
+}
+
+// decodeResult decodes an ADD result.
+func decodeResult(t *testing.T, out string) *plugintest.WireResult {
 	t.Helper()
 	var r plugintest.WireResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("ADD output %q: %v", out, err)
-	}
-	if len(r.IPs) != 1 {
-		t.Fatalf("ADD result has %d IPs: %s", len(r.IPs), out)
 	}
 	return &r
 }
@@ -192,3 +204,47 @@ func (h *harness) waitRenewed(mac net.HardwareAddr, after int64) dhcptest.Lease 
 	})
 	return out
 }
+
+// leaseAt waits until the server holds a lease of address ip and returns
+// it.
+func (h *harness) leaseAt(ip netip.Addr) dhcptest.Lease {
+	h.t.Helper()
+	return h.waitIP(ip, "a lease of "+ip.String(), func(l dhcptest.Lease, ok bool) bool { return ok })
+}
+
+// waitReleasedIP waits until the server holds no lease of address ip.
+func (h *harness) waitReleasedIP(ip netip.Addr) {
+	h.t.Helper()
+	h.waitIP(ip, "the lease of "+ip.String()+" to be released", func(l dhcptest.Lease, ok bool) bool { return !ok })
+}
+
+// waitRenewedIP waits until the server's lease of address ip expires
+// later than after: the daemon renewed it.
+func (h *harness) waitRenewedIP(ip netip.Addr, after int64) dhcptest.Lease {
+	h.t.Helper()
+	return h.waitIP(ip, fmt.Sprintf("a renewal of %s (expiry > %d)", ip, after), func(l dhcptest.Lease, ok bool) bool {
+		return ok && l.Expiry > after
+	})
+}
+
+// waitIP polls the server's lease of ip until cond holds, for up to
+// renewWait: a DHCPv6 renewal comes at dnsmasq's T1, about a minute after
+// the lease began.
+func (h *harness) waitIP(ip netip.Addr, what string, cond func(dhcptest.Lease, bool) bool) dhcptest.Lease {
+	h.t.Helper()
+	deadline := time.Now().Add(renewWait)
+	for {
+		l, ok := h.srv.LeaseOfIP(h.t, ip)
+		if cond(l, ok) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("waiting for %s: leases %+v\ndnsmasq log:\n%s", what, h.srv.Leases(h.t), h.srv.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// renewWait bounds a wait for the server's state to change when that
+// takes a DHCPv6 renewal.
+const renewWait = 3 * time.Minute

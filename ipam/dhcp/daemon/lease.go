@@ -2,64 +2,88 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/ipam/dhcp"
 )
 
-// Timer defaults when the ACK lacks the options.
-const (
-	defaultLeaseTime = time.Hour
-	// T2 at 85 % of the lease, the reference's choice (the RFC says 87.5).
-	rebindPercent = 85
-	renewPercent  = 50
-)
+// binding is what a server last granted for one lease: immutable, a
+// renewal makes a new one. binding4 (DHCPv4) and binding6 (DHCPv6).
+type binding interface {
+	// addr is the leased address.
+	addr() netip.Addr
+	// hwAddr is the MAC of the interface the lease was obtained on: an
+	// interface of the same name with another MAC is not the lease's.
+	hwAddr() net.HardwareAddr
+	// timers derives renewal (T1), rebinding (T2) and expiry, capped so
+	// that T1 ≤ T2 ≤ expiry even when a server sends odd values.
+	timers() (t1, t2, exp time.Time)
+	// result is the lease's part of an ADD result.
+	result(s shape) (*cni.Result, error)
+	// save fills the record's fields of this family.
+	save(r *record)
+}
+
+// proto is one family's DHCP client (dhcp4, dhcp6): the exchanges a
+// lease's life is made of.
+type proto interface {
+	// acquire obtains a new lease, retrying until -resendtimeout.
+	acquire(ctx context.Context, o owner, p params) (binding, error)
+	// renew extends b with the server that granted it, until deadline.
+	renew(ctx context.Context, o owner, p params, b binding, deadline time.Time) (binding, error)
+	// rebind extends b with any server, until deadline.
+	rebind(ctx context.Context, o owner, p params, b binding, deadline time.Time) (binding, error)
+	// release gives b back to its server.
+	release(o owner, p params, b binding) error
+	// expire stops the interface from using b, which nobody renewed.
+	expire(o owner, b binding) error
+}
+
+// key names a lease: the attachment's client ID and the family. An
+// attachment has at most one lease per family.
+type key struct {
+	id  string
+	fam dhcp.Family
+}
+
+func (k key) String() string {
+	if k.fam == dhcp.IPv6 {
+		return k.id + " (DHCPv6)"
+	}
+	return k.id
+}
 
 // lease is one DHCP lease and its maintenance goroutine: it renews at T1,
-// rebinds (a new DISCOVER) after T2, sets the interface down when the
-// lease expires, and ends quietly when the interface or its namespace
-// disappears. Nothing here keeps the container's namespace open between
-// exchanges.
+// rebinds after T2, makes the interface stop using the address when the
+// lease expires (proto.expire), and ends quietly when the interface or its
+// namespace disappears. Nothing here keeps the container's namespace open
+// between exchanges.
 type lease struct {
 	d      *Daemon
-	id     string // client ID
+	key    key
 	owner  owner
-	params params
+	params params // those of key.fam (params.of)
 
-	cur   *nclient4.Lease // guarded by d.mu
-	ended error           // why maintenance ended on its own; guarded by d.mu
+	cur   binding // guarded by d.mu
+	ended error   // why maintenance ended on its own; guarded by d.mu
 
 	wake   chan struct{} // buffered: a pending check is never lost nor blocks
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine has returned
 }
 
-// timers derives expiry, T2 and T1 from an ACK, capped so that
-// T1 ≤ T2 ≤ expiry even when a server sends odd values.
-func timers(l *nclient4.Lease) (t1, t2, exp time.Time) {
-	ack := l.ACK
-	lt := ack.IPAddressLeaseTime(defaultLeaseTime)
-	exp = l.CreationTime.Add(lt)
-	t2 = l.CreationTime.Add(ack.IPAddressRebindingTime(lt * rebindPercent / 100))
-	t1 = l.CreationTime.Add(ack.IPAddressRenewalTime(lt * renewPercent / 100))
-	if t2.After(exp) {
-		t2 = exp
-	}
-	if t1.After(t2) {
-		t1 = t2
-	}
-	return t1, t2, exp
-}
+func (l *lease) proto() proto { return l.d.proto(l.key.fam) }
 
 // holds checks that the lease's interface is still there (linkState).
 func (l *lease) holds() error {
-	return l.d.linkState(l.owner, l.current().ACK.ClientHWAddr)
+	return l.d.linkState(l.owner, l.current().hwAddr())
 }
 
-func (l *lease) current() *nclient4.Lease {
+func (l *lease) current() binding {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
 	return l.cur
@@ -108,12 +132,12 @@ func (l *lease) run(ctx context.Context) {
 				l.end(fmt.Errorf("interface gone: %w", err))
 				return
 			}
-			l.d.cfg.Logf("%s: checking the interface: %v", l.id, err)
+			l.d.cfg.Logf("%s: checking the interface: %v", l.key, err)
 		}
 		cur := l.current()
-		t1, t2, exp := timers(cur)
+		t1, t2, exp := cur.timers()
 		now := time.Now()
-		var nl *nclient4.Lease
+		var nl binding
 		var err error
 		switch {
 		case now.Before(t1): // bound
@@ -122,13 +146,13 @@ func (l *lease) run(ctx context.Context) {
 			}
 			continue
 		case now.Before(t2): // renewing, until T2 at the latest
-			nl, err = l.d.renew(ctx, l.owner, l.params, cur, earliest(t2, now.Add(l.d.cfg.ResendTimeout)))
+			nl, err = l.proto().renew(ctx, l.owner, l.params, cur, earliest(t2, now.Add(l.d.cfg.ResendTimeout)))
 		default: // rebinding, until expiry (a full series once expired)
 			deadline := now.Add(l.d.cfg.ResendTimeout)
 			if exp.After(now) {
 				deadline = earliest(exp, deadline)
 			}
-			nl, err = l.rebind(ctx, deadline)
+			nl, err = l.rebind(ctx, cur, deadline)
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -144,8 +168,8 @@ func (l *lease) run(ctx context.Context) {
 		default:
 			l.d.cfg.Logf("%v", err)
 			if !time.Now().Before(exp) {
-				if derr := l.d.setDown(l.owner); derr != nil {
-					l.d.cfg.Logf("%s: setting %s down: %v", l.id, l.owner.IfName, derr)
+				if derr := l.proto().expire(l.owner, cur); derr != nil {
+					l.d.cfg.Logf("%s: %v", l.key, derr)
 				}
 				l.end(fmt.Errorf("lease expired at %s: %w", exp.Format(time.RFC3339), err))
 				return
@@ -166,14 +190,13 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// rebind runs a complete DISCOVER/REQUEST again (REBINDING, as the
-// reference does it), bounded by deadline.
-func (l *lease) rebind(ctx context.Context, deadline time.Time) (*nclient4.Lease, error) {
+// rebind asks any server to extend the lease, bounded by deadline.
+func (l *lease) rebind(ctx context.Context, cur binding, deadline time.Time) (binding, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	nl, err := l.d.acquire(ctx, l.owner, l.params)
+	nl, err := l.proto().rebind(ctx, l.owner, l.params, cur, deadline)
 	if err != nil {
-		return nil, fmt.Errorf("%s: rebinding: %w", l.id, err)
+		return nil, fmt.Errorf("%s: rebinding: %w", l.key, err)
 	}
 	return nl, nil
 }
@@ -224,16 +247,16 @@ func (l *lease) checkLink(ctx context.Context) error {
 }
 
 // update installs a renewed or rebound lease and persists it.
-func (l *lease) update(nl *nclient4.Lease) {
+func (l *lease) update(nl binding) {
 	l.d.mu.Lock()
 	old := l.cur
 	l.cur = nl
 	l.d.mu.Unlock()
-	if !old.ACK.YourIPAddr.Equal(nl.ACK.YourIPAddr) {
-		l.d.cfg.Logf("%s: the server moved the lease from %v to %v", l.id, old.ACK.YourIPAddr, nl.ACK.YourIPAddr)
+	if old.addr() != nl.addr() {
+		l.d.cfg.Logf("%s: the server moved the lease from %v to %v", l.key, old.addr(), nl.addr())
 	}
 	if err := l.d.store.save(l.record()); err != nil {
-		l.d.cfg.Logf("%s: %v", l.id, err)
+		l.d.cfg.Logf("%s: %v", l.key, err)
 	}
 }
 
@@ -241,55 +264,46 @@ func (l *lease) update(nl *nclient4.Lease) {
 // disk; the entry stays in memory, dead, until ADD, DEL, CHECK or GC
 // meets it.
 func (l *lease) end(why error) {
-	l.d.cfg.Logf("%s: stopped maintaining the lease: %v", l.id, why)
+	l.d.cfg.Logf("%s: stopped maintaining the lease: %v", l.key, why)
 	l.d.mu.Lock()
 	l.ended = why
 	l.d.mu.Unlock()
-	if err := l.d.store.remove(l.id); err != nil {
-		l.d.cfg.Logf("%s: %v", l.id, err)
+	if err := l.d.store.remove(l.key); err != nil {
+		l.d.cfg.Logf("%s: %v", l.key, err)
 	}
 }
 
-// releaseNow sends DHCPRELEASE unless the lease has already expired.
-// Call after stop.
+// releaseNow gives the lease back unless it has already expired. Call
+// after stop.
 func (l *lease) releaseNow() {
 	cur := l.current()
-	if _, _, exp := timers(cur); !time.Now().Before(exp) {
+	if _, _, exp := cur.timers(); !time.Now().Before(exp) {
 		return
 	}
-	if err := l.d.release(l.owner, l.params, cur.ACK); err != nil {
-		l.d.cfg.Logf("%s: sending DHCPRELEASE: %v", l.id, err)
+	if err := l.proto().release(l.owner, l.params, cur); err != nil {
+		l.d.cfg.Logf("%s: releasing: %v", l.key, err)
 		return
 	}
-	l.d.cfg.Logf("%s: released %v", l.id, cur.ACK.YourIPAddr)
+	l.d.cfg.Logf("%s: released %v", l.key, cur.addr())
 }
 
 // record is the lease's persisted form.
 func (l *lease) record() *record {
-	cur := l.current()
-	return &record{
-		Version:  recordVersion,
-		ClientID: l.id,
-		Owner:    l.owner,
-		Params:   l.params,
-		Offer:    cur.Offer.ToBytes(),
-		ACK:      cur.ACK.ToBytes(),
-		AckedAt:  cur.CreationTime,
+	r := &record{Version: recordVersion, ClientID: l.key.id, Owner: l.owner, Params: l.params}
+	if l.key.fam != dhcp.IPv4 {
+		r.Family = l.key.fam
 	}
+	l.current().save(r)
+	return r
 }
 
-// leaseFromRecord rebuilds a lease read from disk.
-func leaseFromRecord(r *record) (*nclient4.Lease, error) {
-	offer, err := dhcpv4.FromBytes(r.Offer)
-	if err != nil {
-		return nil, fmt.Errorf("decoding stored OFFER: %w", err)
+// bindingFromRecord rebuilds a lease read from disk.
+func bindingFromRecord(r *record) (binding, error) {
+	switch r.family() {
+	case dhcp.IPv4:
+		return binding4FromRecord(r)
+	case dhcp.IPv6:
+		return binding6FromRecord(r)
 	}
-	ack, err := dhcpv4.FromBytes(r.ACK)
-	if err != nil {
-		return nil, fmt.Errorf("decoding stored ACK: %w", err)
-	}
-	if ack.MessageType() != dhcpv4.MessageTypeAck {
-		return nil, errors.New("stored ACK is not a DHCPACK")
-	}
-	return &nclient4.Lease{Offer: offer, ACK: ack, CreationTime: r.AckedAt}, nil
+	return nil, fmt.Errorf("unknown family %q", r.Family)
 }

@@ -65,6 +65,20 @@ type params struct {
 	Options []option `json:"options,omitempty"`
 	// Request is the Parameter Request List; empty keeps the library's.
 	Request []uint8 `json:"request,omitempty"`
+
+	// DUID and IAID identify a DHCPv6 lease (duidOf, iaidOf); only DHCPv6
+	// leases keep them.
+	DUID []byte `json:"duid,omitempty"`
+	IAID uint32 `json:"iaid,omitempty"`
+}
+
+// of keeps what family f's messages carry.
+func (p params) of(f dhcp.Family) params {
+	if f == dhcp.IPv6 {
+		return params{DUID: p.DUID, IAID: p.IAID}
+	}
+	p.DUID, p.IAID = nil, 0
+	return p
 }
 
 // modifiers turns the parameters into message modifiers, applied after
@@ -90,8 +104,25 @@ type request struct {
 	owner    owner
 	clientID string
 	params   params
-	priority int
+	// families are those to lease, in result order.
+	families []dhcp.Family
+	shape    shape
 }
+
+// shape is what the config says about the result beyond the leases.
+type shape struct {
+	// priority, when non-zero, is every route's metric.
+	priority int
+	// prefix6 is the prefix length of a DHCPv6 address (which the
+	// protocol does not carry).
+	prefix6 int
+}
+
+// defaultPrefix6 is the result's prefix length for a DHCPv6 address: the
+// length of practically every on-link IPv6 subnet (SLAAC needs it), so
+// that neighbours are reachable before, or without, a router
+// advertisement.
+const defaultPrefix6 = 64
 
 // netConf is what the daemon reads from the network config.
 type netConf struct {
@@ -106,24 +137,37 @@ type netConf struct {
 			Option      string `json:"option"`
 			SkipDefault bool   `json:"skipDefault"`
 		} `json:"request"`
-		Priority int `json:"priority"`
+		Priority         int      `json:"priority"`
+		IPFamilies       []string `json:"ipFamilies"`
+		IPv6PrefixLength *int     `json:"ipv6PrefixLength"`
 	} `json:"ipam"`
 }
 
-// optionNames are the names the reference accepts besides decimal codes.
-var optionNames = map[string]uint8{
-	"subnet-mask":             1,
-	"routers":                 3,
-	"host-name":               12,
-	"vendor-class-identifier": 60,
-	"dhcp-client-identifier":  61,
-	"user-class":              77,
+// optionCode is the code of an option name the reference accepts besides
+// decimal codes. (A switch, not a map: a package-level map is built at
+// the start of every exec of the binary, whichever plugin it is.)
+func optionCode(name string) (uint8, bool) {
+	switch name {
+	case "subnet-mask":
+		return 1, true
+	case "routers":
+		return 3, true
+	case "host-name":
+		return 12, true
+	case "vendor-class-identifier":
+		return 60, true
+	case "dhcp-client-identifier":
+		return 61, true
+	case "user-class":
+		return 77, true
+	}
+	return 0, false
 }
 
 // parseOption turns an option name or decimal code into a code, with the
 // reference's error text.
 func parseOption(name string) (uint8, error) {
-	if c, ok := optionNames[name]; ok {
+	if c, ok := optionCode(name); ok {
 		return c, nil
 	}
 	c, err := strconv.ParseUint(name, 10, 8)
@@ -150,6 +194,10 @@ func parseRequest(a *dhcp.Args, full bool) (*request, error) {
 	r := &request{owner: owner{ContainerID: a.ContainerID, Network: c.Name, IfName: a.IfName, Netns: a.Netns}}
 	r.clientID = clientIDOf(r.owner)
 	r.params.ClientID = append([]byte{0}, r.clientID...)
+	r.params.DUID = duidOf(r.owner.ContainerID)
+	r.params.IAID = iaidOf(r.owner.IfName)
+	r.families = []dhcp.Family{dhcp.IPv4}
+	r.shape.prefix6 = defaultPrefix6
 	if !full {
 		return r, nil
 	}
@@ -157,7 +205,18 @@ func parseRequest(a *dhcp.Args, full bool) (*request, error) {
 		r.params.Request = defaultRequest
 		return r, nil
 	}
-	r.priority = c.IPAM.Priority
+	r.shape.priority = c.IPAM.Priority
+	fams, err := dhcp.Families(c.IPAM.IPFamilies)
+	if err != nil {
+		return nil, err
+	}
+	r.families = fams
+	if n := c.IPAM.IPv6PrefixLength; n != nil {
+		if *n < 1 || *n > 128 {
+			return nil, fmt.Errorf("ipam.ipv6PrefixLength: %d is not a prefix length (1-128)", *n)
+		}
+		r.shape.prefix6 = *n
+	}
 
 	args := map[string]string{}
 	for _, kv := range cni.ParseArgsLenient(a.Args) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
@@ -127,4 +128,31 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, ones), true
+}
+
+// mergeResults joins the results of an attachment's leases, in family
+// order: addresses and routes one after the other, name servers and
+// search domains without repeats, the first domain name.
+func mergeResults(parts []*cni.Result) *cni.Result {
+	out := &cni.Result{CNIVersion: cni.CurrentVersion}
+	for _, p := range parts {
+		out.IPs = append(out.IPs, p.IPs...)
+		out.Routes = append(out.Routes, p.Routes...)
+		out.DNS.Nameservers = appendNew(out.DNS.Nameservers, p.DNS.Nameservers...)
+		out.DNS.Search = appendNew(out.DNS.Search, p.DNS.Search...)
+		if out.DNS.Domain == "" {
+			out.DNS.Domain = p.DNS.Domain
+		}
+	}
+	return out
+}
+
+// appendNew appends the values of vs that list does not hold yet.
+func appendNew(list []string, vs ...string) []string {
+	for _, v := range vs {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
 }

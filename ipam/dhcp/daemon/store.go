@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nftcni/nftcni/ipam/dhcp"
 )
 
 // The reference keeps leases only in memory: a daemon restart forgets them,
@@ -22,17 +24,31 @@ import (
 const recordVersion = 1
 
 // record is one persisted lease: who owns it, what its messages carry and
-// the server's last OFFER and ACK as raw packets (everything renewal
-// needs, decoded again at load).
+// the server's last answers as raw packets (everything renewal needs,
+// decoded again at load). A DHCPv4 record has no "family" (the format
+// predates DHCPv6) and the OFFER and ACK; a DHCPv6 record has
+// "family": "ipv6", the server's last Reply and the interface's MAC.
 type record struct {
-	Version  int       `json:"version"`
-	ClientID string    `json:"clientID"`
-	Owner    owner     `json:"owner"`
-	Params   params    `json:"params"`
-	Offer    []byte    `json:"offer"`
-	ACK      []byte    `json:"ack"`
-	AckedAt  time.Time `json:"ackedAt"`
+	Version  int         `json:"version"`
+	Family   dhcp.Family `json:"family,omitempty"`
+	ClientID string      `json:"clientID"`
+	Owner    owner       `json:"owner"`
+	Params   params      `json:"params"`
+	Offer    []byte      `json:"offer,omitempty"`
+	ACK      []byte      `json:"ack,omitempty"`
+	Reply    []byte      `json:"reply,omitempty"`
+	MAC      string      `json:"mac,omitempty"`
+	AckedAt  time.Time   `json:"ackedAt"`
 }
+
+func (r *record) family() dhcp.Family {
+	if r.Family == "" {
+		return dhcp.IPv4
+	}
+	return r.Family
+}
+
+func (r *record) key() key { return key{id: r.ClientID, fam: r.family()} }
 
 const recordSuffix = ".lease"
 
@@ -51,10 +67,16 @@ func openStore(dir string) (*store, error) {
 	return &store{dir: dir}, nil
 }
 
-// fileName derives a record's name from the client ID by hashing, so no
-// text from a request ever becomes a path.
-func (s *store) fileName(clientID string) string {
-	sum := sha256.Sum256([]byte(clientID))
+// fileName derives a record's name from the client ID (and a family other
+// than DHCPv4's, whose names predate DHCPv6) by hashing, so no text from a
+// request ever becomes a path. A daemon that knows no DHCPv6 skips the
+// DHCPv6 records: their names do not match their client IDs.
+func (s *store) fileName(k key) string {
+	name := k.id
+	if k.fam != dhcp.IPv4 {
+		name += "\x00" + string(k.fam)
+	}
+	sum := sha256.Sum256([]byte(name))
 	return filepath.Join(s.dir, hex.EncodeToString(sum[:])+recordSuffix)
 }
 
@@ -81,7 +103,7 @@ func (s *store) save(r *record) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, s.fileName(r.ClientID))
+		err = os.Rename(tmp, s.fileName(r.key()))
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -91,11 +113,11 @@ func (s *store) save(r *record) error {
 }
 
 // remove deletes a record; a missing one is fine.
-func (s *store) remove(clientID string) error {
+func (s *store) remove(k key) error {
 	if s == nil {
 		return nil
 	}
-	if err := os.Remove(s.fileName(clientID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.fileName(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing lease record: %w", err)
 	}
 	return nil
@@ -133,8 +155,8 @@ func (s *store) load(logf func(string, ...any)) []*record {
 			logf("skipping lease record %s: %v", path, err)
 			continue
 		}
-		if r.Version != recordVersion || s.fileName(r.ClientID) != path {
-			logf("skipping lease record %s: version %d or name does not match", path, r.Version)
+		if r.Version != recordVersion || (r.Family != dhcp.IPv6 && r.Family != "") || s.fileName(r.key()) != path {
+			logf("skipping lease record %s: version %d, family %q or name does not match", path, r.Version, r.Family)
 			continue
 		}
 		out = append(out, &r)

@@ -96,8 +96,10 @@ func TestParseRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(r.params, tt.want) || r.priority != tt.prio {
-				t.Errorf("params %+v prio %d, want %+v prio %d", r.params, r.priority, tt.want, tt.prio)
+			want := tt.want
+			want.DUID, want.IAID = duidOf("c1"), iaidOf("eth0")
+			if !reflect.DeepEqual(r.params, want) || r.shape.priority != tt.prio {
+				t.Errorf("params %+v prio %d, want %+v prio %d", r.params, r.shape.priority, want, tt.prio)
 			}
 			if r.clientID != "c1/net1/eth0" || r.owner != (owner{"c1", "net1", "eth0", "/n"}) {
 				t.Errorf("client ID %q owner %+v", r.clientID, r.owner)
@@ -229,7 +231,7 @@ func TestTimers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t1, t2, ex := timers(&nclient4.Lease{ACK: ack(t, tt.opts...), CreationTime: at})
+			t1, t2, ex := binding4{&nclient4.Lease{ACK: ack(t, tt.opts...), CreationTime: at}}.timers()
 			if t1.Sub(at) != tt.t1 || t2.Sub(at) != tt.t2 || ex.Sub(at) != tt.ex {
 				t.Errorf("T1 %v T2 %v expiry %v, want %v %v %v", t1.Sub(at), t2.Sub(at), ex.Sub(at), tt.t1, tt.t2, tt.ex)
 			}
@@ -270,7 +272,7 @@ func TestStore(t *testing.T) {
 	}
 	// A tampered record (its name does not match its client ID), junk,
 	// and a leftover temporary file are not loaded.
-	data, _ := os.ReadFile(st.fileName(r.ClientID))
+	data, _ := os.ReadFile(st.fileName(r.key()))
 	os.WriteFile(filepath.Join(dir, "other.lease"), data, 0o600)
 	os.WriteFile(filepath.Join(dir, "junk.lease"), []byte("{"), 0o600)
 	os.WriteFile(filepath.Join(dir, ".tmp-1"), []byte("x"), 0o600)
@@ -285,17 +287,17 @@ func TestStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".tmp-1")); !os.IsNotExist(err) {
 		t.Error("temporary file not removed")
 	}
-	if _, err := leaseFromRecord(got[0]); err != nil {
+	if _, err := bindingFromRecord(got[0]); err != nil {
 		t.Error(err)
 	}
-	if err := st.remove(r.ClientID); err != nil {
+	if err := st.remove(r.key()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.remove(r.ClientID); err != nil {
+	if err := st.remove(r.key()); err != nil {
 		t.Errorf("second remove: %v", err)
 	}
 	var none *store
-	if none.save(r) != nil || none.remove("x") != nil || none.load(t.Logf) != nil {
+	if none.save(r) != nil || none.remove(key{id: "x"}) != nil || none.load(t.Logf) != nil {
 		t.Error("a nil store must do nothing")
 	}
 }

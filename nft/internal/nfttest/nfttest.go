@@ -17,8 +17,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +39,7 @@ var Update = flag.Bool("update", false, "rewrite golden files")
 type Elem struct {
 	Key, KeyEnd []byte
 	Val         []byte // map data
+	Jump        string // verdict map data: the chain jumped to
 	Comment     string
 }
 
@@ -64,10 +67,18 @@ type Fake struct {
 	// Reject, when set, may fail a batch message with an errno (non-zero),
 	// as a kernel lacking a feature would; the batch is then not applied.
 	Reject func(netlink.Message) unix.Errno
+	// Probes are the check-only batches received (feature probes); the
+	// fake acks them, so every feature reads as supported unless Reject
+	// says otherwise.
+	Probes [][]netlink.Message
 	// Reads lists the set-element reads made, in order: "dump <set>" for
 	// a dump, "get <set>" for a lookup of one key (set as in State.Sets),
 	// so tests can tell the fast path from the slow one.
 	Reads []string
+	// RuleReads lists the chains whose rules were read ("<family> <table>
+	// <chain>", as in State.Chains; "*" for a dump of every rule), in
+	// order: reading a chain of others costs in proportion to its rules.
+	RuleReads []string
 }
 
 // Conn returns an nft.Conn talking to f.
@@ -103,17 +114,42 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 			netlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(attrs[unix.NFTA_TABLE_NAME])})}, nil
 	case unix.NFT_MSG_GETCHAIN:
 		table, chain := attrs[unix.NFTA_CHAIN_TABLE], attrs[unix.NFTA_CHAIN_NAME]
+		chainAttrs := func(chain string) []netlink.Attribute {
+			attrs := []netlink.Attribute{
+				{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)},
+				{Type: unix.NFTA_CHAIN_NAME, Data: cstr(chain)},
+			}
+			if p, ok := f.State.Policies[fam+" "+table+" "+chain]; ok {
+				attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: binary.BigEndian.AppendUint32(nil, p)})
+			}
+			return attrs
+		}
+		if m.Header.Flags&netlink.Dump != 0 {
+			// The chains of one table, in a stable order.
+			var out []netlink.Message
+			for _, k := range slices.Sorted(maps.Keys(f.State.Chains)) {
+				if name, ok := strings.CutPrefix(k, fam+" "+table+" "); ok {
+					out = append(out, reply(m, unix.NFT_MSG_NEWCHAIN, netlink.Multi, familyByte(fam), chainAttrs(name)...))
+				}
+			}
+			return append(out, done(m)), nil
+		}
 		if _, ok := f.State.Chains[fam+" "+table+" "+chain]; !ok {
 			return nltest.Error(int(unix.ENOENT), req)
 		}
-		attrs := []netlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)},
-			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(chain)},
+		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), chainAttrs(chain)...)}, nil
+	case unix.NFT_MSG_GETSET:
+		// A dump of the sets of one table.
+		table := attrs[unix.NFTA_SET_TABLE]
+		var out []netlink.Message
+		for _, k := range slices.Sorted(maps.Keys(f.State.Sets)) {
+			if name, ok := strings.CutPrefix(k, fam+" "+table+" "); ok {
+				out = append(out, reply(m, unix.NFT_MSG_NEWSET, netlink.Multi, familyByte(fam),
+					netlink.Attribute{Type: unix.NFTA_SET_TABLE, Data: cstr(table)},
+					netlink.Attribute{Type: unix.NFTA_SET_NAME, Data: cstr(name)}))
+			}
 		}
-		if p, ok := f.State.Policies[fam+" "+table+" "+chain]; ok {
-			attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: binary.BigEndian.AppendUint32(nil, p)})
-		}
-		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), attrs...)}, nil
+		return append(out, done(m)), nil
 	case unix.NFT_MSG_GETSETELEM:
 		table, set := attrs[unix.NFTA_SET_ELEM_LIST_TABLE], attrs[unix.NFTA_SET_ELEM_LIST_SET]
 		name := fam + " " + table + " " + set
@@ -140,17 +176,27 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		return append(out, done(m)), nil
 	case unix.NFT_MSG_GETRULE:
 		table, chain := attrs[unix.NFTA_RULE_TABLE], attrs[unix.NFTA_RULE_CHAIN]
-		comments, ok := f.State.Chains[fam+" "+table+" "+chain]
-		if !ok {
-			return nltest.Error(int(unix.ENOENT), req)
+		keys := []string{fam + " " + table + " " + chain}
+		if fam == "unspec" && table == "" && chain == "" {
+			// A dump of every rule (Tx.AllRules), in a stable order.
+			f.RuleReads = append(f.RuleReads, "*")
+			keys = slices.Sorted(maps.Keys(f.State.Chains))
+		} else {
+			f.RuleReads = append(f.RuleReads, keys[0])
+			if _, ok := f.State.Chains[keys[0]]; !ok {
+				return nltest.Error(int(unix.ENOENT), req)
+			}
 		}
 		var out []netlink.Message
-		for i, c := range comments {
-			out = append(out, reply(m, unix.NFT_MSG_NEWRULE, netlink.Multi, familyByte(fam),
-				netlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(table)},
-				netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(chain)},
-				netlink.Attribute{Type: unix.NFTA_RULE_HANDLE, Data: binary.BigEndian.AppendUint64(nil, uint64(i+2))},
-				netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: nft.RuleUserData(c)}))
+		for _, k := range keys {
+			parts := strings.SplitN(k, " ", 3)
+			for i, c := range f.State.Chains[k] {
+				out = append(out, reply(m, unix.NFT_MSG_NEWRULE, netlink.Multi, familyByte(parts[0]),
+					netlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(parts[1])},
+					netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(parts[2])},
+					netlink.Attribute{Type: unix.NFTA_RULE_HANDLE, Data: binary.BigEndian.AppendUint64(nil, uint64(i+2))},
+					netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: nft.RuleUserData(c)}))
+			}
 		}
 		return append(out, done(m)), nil
 	}
@@ -229,9 +275,15 @@ func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
 }
 
 // batch records a batch and acks each message, or refuses it with ERESTART
-// when it carries a generation other than the current one.
+// when it carries a generation other than the current one. A batch
+// without a batch-end message is a feature probe (check-only): it goes to
+// Probes, not Batches.
 func (f *Fake) batch(req []netlink.Message) ([]netlink.Message, error) {
-	f.Batches = append(f.Batches, append([]netlink.Message(nil), req...))
+	if req[len(req)-1].Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_END) {
+		f.Batches = append(f.Batches, append([]netlink.Message(nil), req...))
+	} else {
+		f.Probes = append(f.Probes, append([]netlink.Message(nil), req...))
+	}
 	if f.Interfere > 0 {
 		f.Interfere--
 		f.State.Gen++
@@ -356,11 +408,22 @@ func elem(e Elem) []byte {
 	if e.Val != nil {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: value(e.Val)})
 	}
+	if e.Jump != "" {
+		verdict := must(netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_VERDICT_CODE, Data: binary.BigEndian.AppendUint32(nil, nftJump)},
+			{Type: unix.NFTA_VERDICT_CHAIN, Data: cstr(e.Jump)},
+		}))
+		data := must(netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT, Data: verdict}}))
+		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: data})
+	}
 	if e.Comment != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: nft.RuleUserData(e.Comment)})
 	}
 	return must(netlink.MarshalAttributes(attrs))
 }
+
+// nftJump is NFT_JUMP (-3) as the kernel encodes a verdict code.
+const nftJump = 0xfffffffd
 
 func value(b []byte) []byte {
 	return must(netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: b}}))
@@ -445,7 +508,7 @@ func Format(batch []netlink.Message, notes []string) (string, error) {
 var msgNames = map[int]string{
 	unix.NFT_MSG_NEWTABLE: "NEWTABLE", unix.NFT_MSG_NEWCHAIN: "NEWCHAIN", unix.NFT_MSG_NEWRULE: "NEWRULE",
 	unix.NFT_MSG_DELRULE: "DELRULE", unix.NFT_MSG_NEWSET: "NEWSET", unix.NFT_MSG_NEWSETELEM: "NEWSETELEM",
-	unix.NFT_MSG_DELSETELEM: "DELSETELEM",
+	unix.NFT_MSG_DELSETELEM: "DELSETELEM", unix.NFT_MSG_DELTABLE: "DELTABLE",
 }
 
 func typeName(t netlink.HeaderType) string {
@@ -534,6 +597,12 @@ func Marker(o nft.Owner) Elem {
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
+// MarkerWith is o's marker carrying record (nft.Owner.MarkerWith).
+func MarkerWith(o nft.Owner, record string) Elem {
+	m := o.MarkerWith(record)
+	return Elem{Key: m.Key, Comment: m.Comment}
+}
+
 // OwnersSetNote is the nft command creating the owners set of table
 // ("<family> <name>").
 func OwnersSetNote(table string) string {
@@ -545,6 +614,11 @@ func OwnersSetNote(table string) string {
 // owners set of table ("<family> <name>").
 func CreateMarkerNote(table string, o nft.Owner) string {
 	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
+}
+
+// CreateMarkerWithNote is CreateMarkerNote for a marker carrying record.
+func CreateMarkerWithNote(table string, o nft.Owner, record string) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.MarkerWith(record).Comment + `" }`
 }
 
 func DelMarkerNote(table string, o nft.Owner) string {

@@ -30,48 +30,47 @@ type IPAMOf func(stdin []byte) (ipamType string, call bool, err error)
 // errors are returned together. A missing link or namespace, or an empty
 // CNI_NETNS, is success (DeleteLink). The config is only decoded, so DEL
 // works when the master or the container's namespace is gone.
-func ChildDel(decode IPAMOf) func(context.Context, *cni.CmdArgs) error {
-	return func(ctx context.Context, a *cni.CmdArgs) error {
-		typ, call, err := decode(a.StdinData)
-		if err != nil {
-			return err
-		}
-		var errs []error
-		if call {
-			if err := cni.DelegateDel(ctx, typ, a); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if a.Netns != "" {
-			if err := DeleteLink(a.Netns, a.IfName); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
+//
+// These take decode as an argument instead of returning a handler made
+// from it, so that a plugin's handler table is a constant (a function
+// literal per handler) rather than code every exec of the binary runs at
+// start.
+func ChildDel(ctx context.Context, a *cni.CmdArgs, decode IPAMOf) error {
+	typ, call, err := decode(a.StdinData)
+	if err != nil {
+		return err
 	}
+	var errs []error
+	if call {
+		if err := cni.DelegateDel(ctx, typ, a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.Netns != "" {
+		if err := DeleteLink(a.Netns, a.IfName); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ChildGC forwards GC to IPAM (when it is called): a single-interface
 // plugin keeps no state of its own.
-func ChildGC(decode IPAMOf) func(context.Context, *cni.CmdArgs) error {
-	return func(ctx context.Context, a *cni.CmdArgs) error {
-		typ, call, err := decode(a.StdinData)
-		if err != nil || !call {
-			return err
-		}
-		return cni.DelegateGC(ctx, typ, a)
+func ChildGC(ctx context.Context, a *cni.CmdArgs, decode IPAMOf) error {
+	typ, call, err := decode(a.StdinData)
+	if err != nil || !call {
+		return err
 	}
+	return cni.DelegateGC(ctx, typ, a)
 }
 
 // ChildStatus forwards STATUS to IPAM (when it is called).
-func ChildStatus(decode IPAMOf) func(context.Context, *cni.CmdArgs) error {
-	return func(ctx context.Context, a *cni.CmdArgs) error {
-		typ, call, err := decode(a.StdinData)
-		if err != nil || !call {
-			return err
-		}
-		return cni.DelegateStatus(ctx, typ, a)
+func ChildStatus(ctx context.Context, a *cni.CmdArgs, decode IPAMOf) error {
+	typ, call, err := decode(a.StdinData)
+	if err != nil || !call {
+		return err
 	}
+	return cni.DelegateStatus(ctx, typ, a)
 }
 
 // CreateOnLower makes the container interface ifName stacked on a lower

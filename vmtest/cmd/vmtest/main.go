@@ -44,6 +44,7 @@ func main() {
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every line of the tests' -v output")
 	flag.BoolVar(&cfg.NoSkip, "noskip", cfg.NoSkip, "fail the run if any test skips in the VM [$"+vmtest.EnvNoSkip+"=1]")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the work directory (initramfs, binaries)")
+	flag.StringVar(&cfg.Reference, "reference", cfg.Reference, "the reference plugins' directory (make reference), shipped to the guest for the differential tests [$"+vmtest.EnvReference+"]")
 	short := flag.Bool("short", false, "pass -test.short to the tests")
 	flag.Parse()
 	if flag.NArg() > 0 {

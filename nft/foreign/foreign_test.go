@@ -1,0 +1,104 @@
+package foreign
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/nft"
+)
+
+func TestParse(t *testing.T) {
+	for _, tt := range []struct {
+		in, want, err string
+	}{
+		{in: "inet filter forward", want: "inet filter forward"},
+		{in: "  ip   fw  FWD ", want: "ip fw FWD"},
+		{in: "ip6 mytable my-chain", want: "ip6 mytable my-chain"},
+		{in: "inet filter", err: `"inet filter": want "<family> <table> <chain>", e.g. "inet filter forward"`},
+		{in: "inet filter forward x", err: `"inet filter forward x": want "<family> <table> <chain>", e.g. "inet filter forward"`},
+		{in: "bridge filter forward", err: `"bridge filter forward": family "bridge" is not one of ip, ip6, inet`},
+		{in: "inet nftcni_firewall forward", err: `"inet nftcni_firewall forward": table nftcni_firewall is one of nftcni's own`},
+		{in: "ip filter FORWARD", err: `"ip filter FORWARD": ip filter is iptables-nft's table (its FORWARD chain gets the attachment's rules without being named)`},
+		{in: "ip6 mangle FORWARD", err: `"ip6 mangle FORWARD": ip6 mangle is iptables-nft's table (its FORWARD chain gets the attachment's rules without being named)`},
+		{in: `inet fil"ter forward`, err: `"inet fil\"ter forward": only printable ASCII without quotes is allowed in names`},
+	} {
+		c, err := Parse(tt.in)
+		switch {
+		case tt.err != "":
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("Parse(%q) = %v, want error %q", tt.in, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("Parse(%q): %v", tt.in, err)
+		case c.String() != tt.want || c.Iptables:
+			t.Errorf("Parse(%q) = %+v (%s), want %s", tt.in, c, c, tt.want)
+		}
+	}
+}
+
+// stub answers creatable's reads from a fixed ruleset.
+type stub struct {
+	tables map[string]bool // "ip filter"
+	chains map[string]bool // "ip filter INPUT"
+	xt     error
+}
+
+func (s stub) TableExists(t *nftables.Table) (bool, error) {
+	return s.tables[nft.FamilyName(t.Family)+" "+t.Name], nil
+}
+
+func (s stub) ChainExists(ch *nftables.Chain) (bool, error) {
+	return s.chains[nft.FamilyName(ch.Table.Family)+" "+ch.Table.Name+" "+ch.Name], nil
+}
+
+func (stub) Rules(*nftables.Chain) ([]nft.Rule, error) { return nil, nil }
+
+func (s stub) Require(nft.Feature) error { return s.xt }
+
+// When a missing iptables-nft FORWARD chain is created.
+func TestCreatable(t *testing.T) {
+	unsupported := &nft.UnsupportedError{Feature: nft.XTConntrackMatch}
+	for _, tt := range []struct {
+		name             string
+		r                stub
+		create, addTable bool
+		err              bool
+	}{
+		{"no table", stub{}, true, true, false},
+		{"iptables-nft's table with INPUT only", stub{tables: map[string]bool{"ip filter": true}, chains: map[string]bool{"ip filter INPUT": true}}, true, false, false},
+		{"iptables-nft's table with OUTPUT only", stub{tables: map[string]bool{"ip filter": true}, chains: map[string]bool{"ip filter OUTPUT": true}}, true, false, false},
+		{"a native table called filter", stub{tables: map[string]bool{"ip filter": true}, chains: map[string]bool{"ip filter forward": true}}, false, false, false},
+		{"no x_tables conntrack match", stub{xt: unsupported}, false, false, false},
+		{"probe failed", stub{xt: fmt.Errorf("probing: %w", errors.New("EPERM"))}, false, false, true},
+	} {
+		create, addTable, err := creatable(tt.r, Iptables[0])
+		if create != tt.create || addTable != tt.addTable || (err != nil) != tt.err {
+			t.Errorf("%s: creatable = %v, %v, %v; want %v, %v, error %v", tt.name, create, addTable, err, tt.create, tt.addTable, tt.err)
+		}
+	}
+}
+
+// The firewall's rules carry the plain tag, portmap's the component tag;
+// neither Mark claims the other's rules.
+func TestMark(t *testing.T) {
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	fw, pm := Mark{Owner: o}, Mark{Owner: o, Component: "portmap"}
+	if !fw.Has(fw.comment()) || fw.Has(pm.comment()) || !pm.Has(pm.comment()) || pm.Has(fw.comment()) {
+		t.Errorf("marks mix: %q %q", fw.comment(), pm.comment())
+	}
+	other := Mark{Owner: nft.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Component: "portmap"}
+	if pm.Has(other.comment()) {
+		t.Error("another attachment's rule claimed")
+	}
+	noID := Mark{Owner: nft.Owner{Network: "net1", IfName: "eth0"}, Component: "portmap"}
+	if !noID.Has(noID.comment()) || (Mark{Owner: noID.Owner}).Has(noID.comment()) {
+		t.Errorf("empty container ID: %q", noID.comment())
+	}
+	stale := Of("portmap", func(c string) bool { return nft.Stale(c, "net1", nil) })
+	if !stale(pm.comment()) || stale(fw.comment()) {
+		t.Error("Of does not narrow to the component")
+	}
+}

@@ -1,0 +1,95 @@
+package nft
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+)
+
+// XTConntrack is the x_tables conntrack match, revision 3, the way
+// iptables-nft sends `-m conntrack --ctstate S [--ctproto P] [--ctreplsrc
+// A] [--ctreplsrcport N]`. Rules in an iptables-nft chain must use it
+// rather than the native `ct` expression: iptables-nft lists and saves only
+// what it can parse back into its own options. The kernel side needs the
+// modules nft_compat and xt_conntrack (feature XTConntrackMatch).
+type XTConntrack struct {
+	// States are XT_CONNTRACK_STATE bits (XTStateEstablished, …); a
+	// packet matches when its state has any of them.
+	States uint16
+	// Proto is the connection's layer-4 protocol; 0 matches any.
+	Proto uint8
+	// ReplySrc, when valid, must be the source address of the
+	// connection's reply direction (a full-length mask): for a DNATed
+	// connection, the address it was DNATed to.
+	ReplySrc netip.Addr
+	// ReplySrcPort, when not 0, must be the reply direction's source
+	// port: the port it was DNATed to.
+	ReplySrcPort uint16
+}
+
+// The state bits of --ctstate (XT_CONNTRACK_STATE_BIT and the "virtual"
+// states after IP_CT_NUMBER).
+const (
+	XTStateEstablished = 1 << 1
+	XTStateRelated     = 1 << 2
+	XTStateDNAT        = 1 << 7
+)
+
+// The match_flags bits (XT_CONNTRACK_*).
+const (
+	xtFlagState        = 1 << 0
+	xtFlagProto        = 1 << 1
+	xtFlagReplSrc      = 1 << 4
+	xtFlagReplSrcPorts = 1 << 10
+)
+
+// Offsets in struct xt_conntrack_mtinfo3: eight address/mask unions
+// (8 × 16 bytes), expires min/max (2 × 4), l4proto and four ports
+// (5 × 2), match_flags, invert_flags, state_mask, status_mask (4 × 2),
+// four port highs (4 × 2) — 162 bytes, 164 with the struct's padding,
+// sent padded to 168 (XT_ALIGN). Host byte order, like the kernel's
+// struct, ports included: revision 3 compares port ranges in host order.
+const (
+	xtReplSrcAddr     = 64
+	xtReplSrcMask     = 80
+	xtL4Proto         = 136
+	xtReplSrcPort     = 142
+	xtMatchFlags      = 146
+	xtStateMask       = 150
+	xtReplSrcPortHigh = 158
+	xtConntrackSize   = 168
+)
+
+// Info is the match's struct xt_conntrack_mtinfo3.
+func (x XTConntrack) Info() []byte {
+	b := make([]byte, xtConntrackSize)
+	flags := uint16(xtFlagState)
+	binary.NativeEndian.PutUint16(b[xtStateMask:], x.States)
+	if x.Proto != 0 {
+		flags |= xtFlagProto
+		binary.NativeEndian.PutUint16(b[xtL4Proto:], uint16(x.Proto))
+	}
+	if a := x.ReplySrc.Unmap(); a.IsValid() {
+		flags |= xtFlagReplSrc
+		raw := a.AsSlice()
+		copy(b[xtReplSrcAddr:], raw)
+		for i := range raw {
+			b[xtReplSrcMask+i] = 0xff
+		}
+	}
+	if x.ReplySrcPort != 0 {
+		flags |= xtFlagReplSrcPorts
+		binary.NativeEndian.PutUint16(b[xtReplSrcPort:], x.ReplySrcPort)
+		binary.NativeEndian.PutUint16(b[xtReplSrcPortHigh:], x.ReplySrcPort)
+	}
+	binary.NativeEndian.PutUint16(b[xtMatchFlags:], flags)
+	return b
+}
+
+// Match is the rule expression.
+func (x XTConntrack) Match() *expr.Match {
+	info := xt.Unknown(x.Info())
+	return &expr.Match{Name: "conntrack", Rev: 3, Info: &info}
+}
