@@ -242,22 +242,54 @@ func TestProgramFilesSysroot(t *testing.T) {
 			want[guest] = filepath.Join(root, loader)
 		}
 	}
-	p, ok := findProgramIn(root, "sh")
-	if !ok {
-		t.Fatal("sh not found in the tree")
+	check := func(name string, want map[string]string) {
+		t.Helper()
+		p, ok := findProgramIn(root, name)
+		if !ok {
+			t.Fatalf("%s not found in the tree", name)
+		}
+		got, err := programFiles(root, a.triplet, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: files %v, want %v", name, got, want)
+		}
+		for g, h := range want {
+			if got[g] != h {
+				t.Errorf("%s: %s from %q, want %q (all: %v)", name, g, got[g], h, got)
+			}
+		}
 	}
-	got, err := programFiles(root, a.triplet, p)
+	check("sh", want)
+
+	// A program name that is a link, as Debian's alternatives make
+	// iptables one (to a multi-call binary acting on the name it is called
+	// by), absolute and to a file the host does not have: the guest gets
+	// the file the link leads to in the tree, under the name.
+	write(t, filepath.Join(root, "opt/vmtest-multi/multi"), mustRead(t, prog))
+	if err := os.MkdirAll(filepath.Join(root, "usr/sbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/opt/vmtest-multi/multi", filepath.Join(root, "usr/sbin/multi-name")); err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]string{"/usr/sbin/multi-name": filepath.Join(root, "opt/vmtest-multi/multi")}
+	for g, h := range want {
+		if g != "/usr/bin/sh" {
+			linked[g] = h
+		}
+	}
+	check("multi-name", linked)
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(want) {
-		t.Errorf("files %v, want %v", got, want)
-	}
-	for g, h := range want {
-		if got[g] != h {
-			t.Errorf("%s: from %q, want %q (all: %v)", g, got[g], h, got)
-		}
-	}
+	return b
 }
 
 // fakeELF is an executable's ELF header for machine m, with a PT_INTERP

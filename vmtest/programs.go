@@ -51,7 +51,11 @@ func FindProgram(name string) (string, bool) {
 
 // findProgramIn looks a program up in a sysroot: as the tests would on
 // the host (FindProgram) when it is "/", else in its bin and sbin
-// directories. The path returned is the host's.
+// directories. The path returned is the host's path of the name, not of
+// the file a symbolic link there leads to: the guest calls the program by
+// that name (iptables is a link to the multi-call xtables-nft-multi, which
+// acts on the name it is called by), and programFiles resolves the links
+// inside the tree.
 func findProgramIn(sysroot, name string) (string, bool) {
 	if sysroot == "/" {
 		return FindProgram(name)
@@ -62,7 +66,7 @@ func findProgramIn(sysroot, name string) (string, bool) {
 			continue
 		}
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, true
+			return filepath.Join(sysroot, d, name), true
 		}
 	}
 	return "", false
@@ -99,21 +103,25 @@ func inRoot(root, p string) (string, error) {
 }
 
 // programFiles returns guest path → host path for a program found in
-// sysroot (at its path there), its interpreter and every library it
+// sysroot (at its path there, under which the guest gets the file its
+// links lead to inside the tree), its interpreter and every library it
 // needs, transitively; the libraries go where the guest's loader looks,
 // /lib/<triplet>. One host file may be wanted at two guest paths: Debian's
 // /lib/ld-linux-aarch64.so.1 (the interpreter) is a link to
 // /lib/aarch64-linux-gnu/ld-linux-aarch64.so.1 (libc's DT_NEEDED).
 func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
-	guestProg := prog
+	guestProg, hostProg := prog, prog
 	if sysroot != "/" {
 		rel, err := filepath.Rel(sysroot, prog)
 		if err != nil || strings.HasPrefix(rel, "..") {
 			return nil, fmt.Errorf("%s is outside %s", prog, sysroot)
 		}
 		guestProg = "/" + rel
+		if hostProg, err = inRoot(sysroot, guestProg); err != nil {
+			return nil, err
+		}
 	}
-	files := map[string]string{guestProg: prog}
+	files := map[string]string{guestProg: hostProg}
 	seen := map[string]bool{}
 	var visit func(file string) error
 	visit = func(file string) error {
@@ -156,7 +164,7 @@ func programFiles(sysroot, triplet, prog string) (map[string]string, error) {
 		}
 		return nil
 	}
-	if err := visit(prog); err != nil {
+	if err := visit(hostProg); err != nil {
 		return nil, err
 	}
 	return files, nil
