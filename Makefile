@@ -11,14 +11,19 @@
 #                  18 Linux plugins, static and stripped), the differential suite's oracle and
 #                  the bench's baseline, built from the Go module proxy into REFDIR (default
 #                  .cache/reference/<version>); tests and comparisons only, never installed
-#                  (BASELINE_CNI_PATH=$(REFDIR) make bench)
+#                  (BASELINE_CNI_PATH=$(REFDIR) make bench). ARCH=arm64 on an amd64 host
+#                  builds them for that vmtest guest as well, into REFDIR/arm64
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
 #   make cross     build for linux/arm64 too
+#   make size      the stripped binary's size for amd64 and arm64; fails above SIZE_LIMIT
+#                  (10100000 bytes: what edge nodes were promised)
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
-#                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m
+#                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m;
+#                  KERNEL=6.12 boots another Debian kernel series, ARCH=arm64 an emulated arm64
+#                  guest, SUBSET=smoke the subset CI runs there
 
 GO       ?= go
 PREFIX   ?= /opt/cni/bin
@@ -34,6 +39,11 @@ PKGS     ?= ./...
 # through NFTCNI_REFERENCE_DIR, which test and vmtest set.
 REFERENCE_VERSION ?= v1.9.1
 REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
+# GUEST_REFDIR: the reference plugins for vmtest's guest (ARCH=, default
+# the host's architecture), which make vmtest ships to it.
+HOST_GOARCH := $(shell $(GO) env GOARCH)
+GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
+GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
 REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
 REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
 	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
@@ -42,7 +52,11 @@ REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan mai
 # but Go and the module proxy.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build install test lint cross fuzz fuzz-ci clean bench demo reference
+# The stripped binary's ceiling in bytes, per architecture: small nodes
+# carry it (README, "Size").
+SIZE_LIMIT ?= 10100000
+
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference
 
 all: build
 
@@ -59,12 +73,24 @@ test: reference
 
 # Run outside the module (cd /), so that go install builds the reference's
 # own module graph; stripped, as the vmtest guest carries them. Up to date,
-# it costs a second.
+# it costs a second. A vmtest guest of another architecture (ARCH=arm64 on
+# an amd64 host) gets them built for it too, into REFDIR/<arch>
+# (GUEST_REFDIR): go install refuses GOBIN for a cross build and puts it in
+# GOPATH/bin/linux_<arch>, so a GOPATH of their own under REFDIR, copied
+# from.
 reference:
 	@mkdir -p $(REFDIR)
 	@echo "reference plugins $(REFERENCE_VERSION) in $(REFDIR)"
 	@cd / && CGO_ENABLED=0 GOBIN=$(abspath $(REFDIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
 		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
+ifneq ($(GUEST_REFDIR),$(REFDIR))
+	@mkdir -p $(GUEST_REFDIR)
+	@echo "reference plugins $(REFERENCE_VERSION) for $(GUEST_ARCH) in $(GUEST_REFDIR)"
+	@cd / && CGO_ENABLED=0 GOARCH=$(GUEST_ARCH) GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(abspath $(REFDIR))/.gopath \
+		GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
+	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
+endif
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -96,6 +122,16 @@ fuzz:
 	  done; \
 	done
 
+size:
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; fail=; \
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(GOFLAGS_BUILD) -o $$dir/nftcni-$$arch ./cmd/nftcni; \
+	  n=$$(wc -c <$$dir/nftcni-$$arch); \
+	  echo "nftcni linux/$$arch: $$n bytes (limit $(SIZE_LIMIT))"; \
+	  [ $$n -le $(SIZE_LIMIT) ] || fail="$$fail $$arch"; \
+	done; \
+	[ -z "$$fail" ] || { echo "size: over SIZE_LIMIT for$$fail"; exit 1; }
+
 fuzz-ci:
 	$(MAKE) fuzz FUZZTIME=10s
 
@@ -113,9 +149,13 @@ bench:
 demo: build
 	$(GO) run ./demo -bin bin
 
-# The privileged suite inside a VM (qemu, Debian's linux-image-amd64 kernel,
+# The privileged suite inside a VM (qemu, Debian's linux-image-<arch> kernel,
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.
+# KERNEL (a Debian series: 6.1, 6.12) and ARCH (amd64, arm64) choose the
+# guest; test-deps unpacks what the host does not have into its cache.
 .PHONY: vmtest
 vmtest: reference
-	@./scripts/test-deps vmtest
-	$(GO) run ./vmtest/cmd/vmtest -reference $(abspath $(REFDIR)) $(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+	@./scripts/test-deps vmtest $(if $(ARCH),ARCH=$(ARCH)) $(if $(KERNEL),KERNEL=$(KERNEL))
+	$(GO) run ./vmtest/cmd/vmtest $(if $(ARCH),-arch $(ARCH)) $(if $(KERNEL),-kernel '$(KERNEL)') \
+		$(if $(SUBSET),-subset $(SUBSET)) -reference $(abspath $(GUEST_REFDIR)) \
+		$(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)

@@ -22,6 +22,7 @@ type testPkg struct {
 	Dir        string // source directory on the host
 	Rel        string // Dir relative to the module root, "." for the root
 	Bin        string // the compiled test binary on the host
+	Run        string // -test.run for this package alone (a subset's), or ""
 }
 
 // guestDir is where the package's source directory (with its testdata)
@@ -131,14 +132,17 @@ func privilegedPackages(ctx context.Context, dir string, patterns []string) (map
 	return priv, sc.Err()
 }
 
-// buildEnv makes static binaries, as the guest has no libc.
-var buildEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+// buildEnv makes static binaries for the guest's architecture, as the
+// guest has no libc.
+func buildEnv(a *guestArch) []string {
+	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + a.goarch}
+}
 
 // buildTests compiles every package's test binary into out. One go
 // invocation builds many packages at once (shared work, parallel links);
 // packages whose binaries would have the same name go into separate
 // invocations.
-func buildTests(ctx context.Context, root, out string, pkgs []testPkg) error {
+func buildTests(ctx context.Context, a *guestArch, root, out string, pkgs []testPkg) error {
 	var groups [][]int
 	for i, p := range pkgs {
 		name := path.Base(p.ImportPath)
@@ -171,7 +175,7 @@ func buildTests(ctx context.Context, root, out string, pkgs []testPkg) error {
 			args = append(args, pkgs[i].ImportPath)
 			pkgs[i].Bin = filepath.Join(dir, path.Base(pkgs[i].ImportPath)+".test")
 		}
-		if _, err := goCmd(ctx, root, buildEnv, args...); err != nil {
+		if _, err := goCmd(ctx, root, buildEnv(a), args...); err != nil {
 			return err
 		}
 		for _, i := range idx {
@@ -183,17 +187,39 @@ func buildTests(ctx context.Context, root, out string, pkgs []testPkg) error {
 	return nil
 }
 
-// buildNftcni builds the nftcni binary and installs its plugin links in
-// <out>/nftcni, returning that directory.
-func buildNftcni(ctx context.Context, root, out string) (string, error) {
+// buildNftcni builds the nftcni binary for the guest and installs its
+// plugin links in <out>/nftcni, returning that directory. `nftcni install`
+// makes the links; for another architecture a host build runs it and the
+// guest's binary then takes its place (the links name "nftcni").
+func buildNftcni(ctx context.Context, a *guestArch, root, out string) (string, error) {
 	dir := filepath.Join(out, "nftcni")
 	bin := filepath.Join(dir, "nftcni")
-	if _, err := goCmd(ctx, root, buildEnv, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/nftcni"); err != nil {
+	installer := bin
+	if !a.native() {
+		installer = filepath.Join(out, "nftcni-host")
+		if _, err := goCmd(ctx, root, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-o", installer, "./cmd/nftcni"); err != nil {
+			return "", err
+		}
+	}
+	if _, err := goCmd(ctx, root, buildEnv(a), "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/nftcni"); err != nil {
 		return "", err
 	}
-	// install links every plugin name to the binary in its own directory.
-	if out, err := exec.CommandContext(ctx, bin, "install", dir).CombinedOutput(); err != nil {
+	var guestBin []byte
+	if installer != bin {
+		var err error
+		if guestBin, err = os.ReadFile(bin); err != nil {
+			return "", err
+		}
+	}
+	// install copies itself to <dir>/nftcni and links every plugin name
+	// to it.
+	if out, err := exec.CommandContext(ctx, installer, "install", dir).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("nftcni install: %v\n%s", err, out)
+	}
+	if guestBin != nil {
+		if err := os.WriteFile(bin, guestBin, 0o755); err != nil {
+			return "", err
+		}
 	}
 	return dir, nil
 }

@@ -17,7 +17,9 @@ import (
 //	/vmtest/modules  module files to insmod, dependencies first; "?" marks
 //	                 an optional one (a soft dependency), whose failure is fine
 //	/vmtest/args     test binary flags, one per line
-//	/vmtest/plan     "<import path> <source dir> <test binary>" per package
+//	/vmtest/plan     "<import path> <source dir> <test binary> [<-test.run>]"
+//	                 per package; the last field, when there, narrows that
+//	                 package's tests (a subset, see Subsets)
 //
 // /sbin/modprobe, which the kernel runs when it wants a module (a link
 // kind, an nftables expression), only reports the request: every module
@@ -43,9 +45,9 @@ done < /vmtest/modules
 echo "@@vmtest:modules $(cut -d' ' -f1 /proc/uptime)"
 set --
 while IFS= read -r a; do set -- "$@" "$a"; done < /vmtest/args
-while read -r pkg dir bin; do
+while read -r pkg dir bin run; do
 	echo "@@vmtest:start $pkg $(cut -d' ' -f1 /proc/uptime)"
-	(cd "$dir" && exec "$bin" "$@" </dev/null 2>&1)
+	(cd "$dir" && exec "$bin" "$@" ${run:+"-test.run=$run"} </dev/null 2>&1)
 	s=$?
 	[ $s -eq 0 ] || rc=1
 	echo "@@vmtest:end $pkg $s $(cut -d' ' -f1 /proc/uptime)"

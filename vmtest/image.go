@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nftcni/nftcni/vmtest/internal/xz"
@@ -21,6 +23,8 @@ type imageSpec struct {
 	modDir   string
 	modules  []string
 	programs []string
+	sysroot  string // where programs and their libraries are: / or the cache's tree
+	triplet  string // Debian's multiarch name of the guest's libraries directory
 	nftcni   string // directory with nftcni and its plugin links
 	refdir   string // reference plugins (differential tests), copied to /reference; "" for none
 	pkgs     []testPkg
@@ -85,20 +89,24 @@ func writeInitramfs(file string, s imageSpec) error {
 
 	// Programs tests talk to, with their libraries, where the host has them.
 	for _, name := range s.programs {
-		prog, ok := FindProgram(name)
+		prog, ok := findProgramIn(s.sysroot, name)
 		if !ok {
 			continue
 		}
-		files, err := programFiles(prog)
+		files, err := programFiles(s.sysroot, s.triplet, prog)
 		if err != nil {
 			return fmt.Errorf("program %s: %w", name, err)
 		}
-		for host, guest := range files {
-			c.CopyFile(guest, host)
+		for _, guest := range slices.Sorted(maps.Keys(files)) {
+			c.CopyFile(guest, files[guest])
 		}
 	}
-	for _, d := range ProgramData {
-		if err := copyTree(c, d, d); err != nil {
+	for _, d := range programData(s.triplet) {
+		src, err := inRoot(s.sysroot, d)
+		if err != nil {
+			return fmt.Errorf("program data %s: %w", d, err)
+		}
+		if err := copyTree(c, src, d); err != nil {
 			return fmt.Errorf("program data %s: %w", d, err)
 		}
 	}
@@ -133,7 +141,7 @@ func writeInitramfs(file string, s imageSpec) error {
 		if err := copyTree(c, filepath.Join(p.Dir, "testdata"), path.Join(p.guestDir(), "testdata")); err != nil {
 			return err
 		}
-		fmt.Fprintf(&plan, "%s %s %s\n", p.ImportPath, p.guestDir(), p.guestBin())
+		fmt.Fprintf(&plan, "%s %s %s %s\n", p.ImportPath, p.guestDir(), p.guestBin(), p.Run)
 	}
 	c.File("vmtest/plan", 0o644, []byte(plan.String()))
 	c.File("vmtest/args", 0o644, []byte(strings.Join(s.args, "\n")+"\n"))

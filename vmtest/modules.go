@@ -45,6 +45,14 @@ var Modules = []string{
 	"xt_addrtype", "xt_tcpudp", "xt_nat", "xt_MASQUERADE",
 }
 
+// mergedInto names modules of the list that newer kernels build into
+// another module: nft_objref is a module of its own in 6.1 and part of
+// nf_tables.ko in 6.12. Where it is absent and the module it went into is
+// there, nothing is missing.
+var mergedInto = map[string]string{
+	"nft_objref": "nf_tables",
+}
+
 // moduleIndex is what modules.dep, modules.softdep, modules.alias and
 // modules.builtin say about a kernel.
 type moduleIndex struct {
@@ -192,6 +200,7 @@ func (idx *moduleIndex) resolve(names []string) ([]modEntry, error) {
 		case ok:
 			visit(p, false)
 		case idx.builtin[n]:
+		case mergedInto[n] != "" && (idx.path[mergedInto[n]] != "" || idx.builtin[mergedInto[n]]):
 		default:
 			return nil, fmt.Errorf("kernel module %q is neither in %s/modules.dep nor built in", n, idx.dir)
 		}

@@ -14,21 +14,26 @@ import (
 	"time"
 )
 
-// cmdline is the guest kernel's command line. quiet keeps kernel chatter
-// off the console (warnings and errors still show); panic=-1 with qemu's
-// -no-reboot turns a guest panic into qemu exiting; the rest skips probing
-// hardware the VM does not have.
-const cmdline = "console=ttyS0 quiet panic=-1 tsc=reliable no_timer_check " +
-	"i8042.noaux i8042.nokbd i8042.nopnp mitigations=off random.trust_cpu=on"
+// kernelCmdline is the guest kernel's command line: the console on the
+// architecture's serial port; quiet keeps kernel chatter off it (warnings
+// and errors still show); panic=-1 with qemu's -no-reboot turns a guest
+// panic into qemu exiting; the rest skips work the VM does not need.
+func (a *guestArch) kernelCmdline() string {
+	s := "console=" + a.console + " quiet panic=-1 mitigations=off random.trust_cpu=on"
+	if a.cmdline != "" {
+		s += " " + a.cmdline
+	}
+	return s
+}
 
 // qemuArgs is the command line of one boot.
-func qemuArgs(accel string, cpus, memMiB int, kernel, initrd, kcmdline string) []string {
-	cpu := "max"
+func qemuArgs(a *guestArch, accel string, cpus, memMiB int, kernel, initrd, kcmdline string) []string {
+	cpu := a.cpu
 	if accel == "kvm" {
 		cpu = "host"
 	}
 	args := []string{
-		"-machine", "q35,accel=" + accel,
+		"-machine", a.machine + ",accel=" + accel,
 		"-cpu", cpu,
 		"-smp", strconv.Itoa(cpus),
 		"-m", strconv.Itoa(memMiB),
@@ -49,7 +54,7 @@ func qemuArgs(accel string, cpus, memMiB int, kernel, initrd, kcmdline string) [
 // hosts (nested virtualisation) it opens fine and the guest then hangs
 // forever, so only a real boot counts. A guest that has printed nothing
 // after firstOutput is given up at once.
-func probeKVM(ctx context.Context, qemu, kernel string, firstOutput, timeout time.Duration) error {
+func probeKVM(ctx context.Context, a *guestArch, qemu, kernel string, firstOutput, timeout time.Duration) error {
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -57,7 +62,7 @@ func probeKVM(ctx context.Context, qemu, kernel string, firstOutput, timeout tim
 	f.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu, qemuArgs("kvm", 1, 256, kernel, "", "console=ttyS0 panic=-1")...)
+	cmd := exec.CommandContext(ctx, qemu, qemuArgs(a, "kvm", 1, 256, kernel, "", "console="+a.console+" panic=-1")...)
 	cmd.WaitDelay = time.Second
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -126,9 +131,12 @@ type console struct {
 	done     bool
 	doneRC   int
 	lastSeen []string // last lines, for a message when the guest dies
-	// The test whose output the last "=== RUN/CONT/NAME" line announced
-	// and its last log line: a skip's reason.
-	logTest, lastLog string
+	// The test whose output the last "=== RUN/CONT/NAME" line announced,
+	// and each running test's last log line: a skip's reason. Parallel
+	// tests interleave: a test's log and its "--- SKIP" line may have
+	// another test's "=== CONT" between them.
+	logTest string
+	lastLog map[string]string
 }
 
 func (c *console) line(l string) {
@@ -155,21 +163,29 @@ func (c *console) output(l string) {
 	}
 	if p := c.current; p != nil {
 		t := strings.TrimSpace(l)
+		if c.lastLog == nil {
+			c.lastLog = map[string]string{}
+		}
 		switch {
 		case strings.HasPrefix(t, "=== "): // RUN, CONT, NAME: whose output follows
-			c.logTest, c.lastLog = testName(t), ""
+			c.logTest = testName(t)
 		case strings.HasPrefix(l, "    ") && !strings.HasPrefix(t, "--- "):
-			c.lastLog = t
+			if c.logTest != "" {
+				c.lastLog[c.logTest] = t
+			}
 		case strings.HasPrefix(t, "--- SKIP: "):
 			s := testName(t)
-			if s == c.logTest && c.lastLog != "" {
-				s += " (" + c.lastLog + ")"
+			if why := c.lastLog[s]; why != "" {
+				s += " (" + why + ")"
 			}
+			delete(c.lastLog, testName(t))
 			p.Skipped = append(p.Skipped, s)
 		case strings.HasPrefix(t, "--- FAIL: "):
 			p.Failed = append(p.Failed, testName(t))
+			delete(c.lastLog, testName(t))
 		case strings.HasPrefix(t, "--- PASS: "):
 			p.Passed = append(p.Passed, testName(t))
+			delete(c.lastLog, testName(t))
 		}
 	}
 	c.out(l)

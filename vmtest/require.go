@@ -51,6 +51,7 @@ func Require(t *testing.T) {
 	}
 	cfg.Packages = []string{strings.TrimSpace(string(pkg))}
 	cfg.Run = anchoredRun(t.Name())
+	cfg.Subset = "" // a VMTEST_SUBSET of the environment is for whole runs
 	var out strings.Builder
 	cfg.Out = &out
 	cfg.Verbose = true

@@ -119,6 +119,8 @@ func TestResolveModules(t *testing.T) {
 			{"kernel/lib/libcrc32c.ko", false}}},
 		{names: []string{"ipv6", "ipvlan"}, want: []modEntry{{"kernel/drivers/net/ipvlan/ipvlan.ko.xz", false}}},
 		{names: []string{"vrf"}, err: `kernel module "vrf" is neither in`},
+		// Built into nf_tables by newer kernels.
+		{names: []string{"nft_objref"}, want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.names, ","), func(t *testing.T) {
@@ -155,6 +157,13 @@ func TestConsole(t *testing.T) {
 		"=== RUN   TestB",
 		"    b_test.go:9: kernel has no foo",
 		"--- SKIP: TestB (0.00s)",
+		// Parallel tests: the skip's reason, then another test's CONT.
+		"=== CONT  TestD",
+		"    d_test.go:3: this kernel has d",
+		"=== CONT  TestE",
+		"    e_test.go:7: a log of E",
+		"--- SKIP: TestD (0.10s)",
+		"--- PASS: TestE (0.00s)",
 		"@@vmtest:modrequest rtnl-link-foo",
 		"PASS",
 		"@@vmtest:end example.com/a 0 3.00",
@@ -170,7 +179,8 @@ func TestConsole(t *testing.T) {
 		c.line(l)
 	}
 	want := []PackageResult{
-		{ImportPath: "example.com/a", Passed: []string{"TestA"}, Skipped: []string{"TestB (b_test.go:9: kernel has no foo)"}},
+		{ImportPath: "example.com/a", Passed: []string{"TestA", "TestE"},
+			Skipped: []string{"TestB (b_test.go:9: kernel has no foo)", "TestD (d_test.go:3: this kernel has d)"}},
 		{ImportPath: "example.com/b", Exit: 1, Failed: []string{"TestC/sub", "TestC"}},
 	}
 	for i := range res.Packages {
@@ -272,12 +282,12 @@ func TestProgramFiles(t *testing.T) {
 	if err != nil {
 		t.Skip("no /bin/sh")
 	}
-	files, err := programFiles(prog)
+	files, err := programFiles("/", "x86_64-linux-gnu", prog)
 	if err != nil {
 		t.Skipf("/bin/sh: %v", err)
 	}
 	var haveLibc, haveInterp bool
-	for host, guest := range files {
+	for guest, host := range files {
 		if filepath.Base(guest) == "libc.so.6" {
 			haveLibc = guest == "/lib/x86_64-linux-gnu/libc.so.6"
 		}

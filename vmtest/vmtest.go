@@ -1,5 +1,6 @@
 // Package vmtest runs the privileged tests inside a throwaway VM: qemu
-// boots Debian's stock kernel (package linux-image-amd64) with an
+// boots a Debian stock kernel (linux-image-amd64 by default; another
+// series, or an arm64 guest, from packages unpacked into a cache) with an
 // initramfs built on the fly from busybox, the compiled test binaries,
 // the nftcni binary with its plugin links and the kernel modules the
 // tests need. The guest has no ip, iptables, nft or tc, which also proves
@@ -9,7 +10,7 @@
 // development machine has no 802.1Q, ipvlan, vrf or dummy): such tests
 // skip on the host and run here, where NFTCNI_REQUIRE_PRIV=1 and
 // NFTCNI_REQUIRE_KIND_ALL=1 turn every "kernel cannot" skip into a
-// failure.
+// failure; and because nodes run other kernels and arm64.
 //
 // `make vmtest` (see cmd/vmtest) runs the whole privileged suite;
 // [Require] runs one test in the VM from an ordinary `go test`. See
@@ -18,8 +19,6 @@ package vmtest
 
 import (
 	"context"
-	"debug/elf"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +26,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,14 +46,24 @@ type Config struct {
 	Run string
 	// Args are more flags for every test binary (e.g. -test.short).
 	Args []string
+	// Subset names one of Subsets: its packages, each with its own
+	// -test.run, instead of Packages and Run.
+	Subset string
 
-	// Kernel is an x86-64 bzImage; Modules its /lib/modules/<version>.
-	// Empty: the newest installed kernel with modules (linux-image-amd64),
-	// modules found from the version in the image.
+	// Arch is the guest's architecture, amd64 or arm64 (default: the
+	// host's). A foreign one runs under TCG, with the kernel, busybox and
+	// test peers scripts/test-deps unpacked into the cache.
+	Arch string
+	// Kernel is a kernel series ("6.1", "6.12": the newest Debian kernel
+	// of that series installed or in the cache) or the path of an image
+	// (an x86 bzImage, an arm64 Image); Modules its /lib/modules/<version>.
+	// Empty: Debian's default kernel for the architecture (the package
+	// linux-image-<arch>), modules found from the version in the image.
 	Kernel, Modules string
 	// ExtraModules are loaded in addition to [Modules].
 	ExtraModules []string
-	// QEMU is the qemu-system-x86_64 binary, Busybox a static busybox.
+	// QEMU is the qemu-system-* binary for the architecture, Busybox a
+	// static busybox built for it.
 	QEMU, Busybox string
 	// Accel is "auto" (KVM if a test boot under KVM works, else TCG),
 	// "tcg" or "kvm".
@@ -79,10 +89,12 @@ type Config struct {
 	Keep bool
 
 	// Reference is a directory of reference plugin binaries (`make
-	// reference`), shipped to the guest as /reference for the
-	// differential tests, which find it through EnvReference there.
-	// Empty: none.
+	// reference`) built for the guest's architecture, shipped to the
+	// guest as /reference for the differential tests, which find it
+	// through EnvReference there. Empty: none.
 	Reference string
+
+	arch *guestArch // Arch, resolved
 }
 
 // EnvReference names the reference plugins' directory: Config.Reference's
@@ -99,7 +111,9 @@ func guestReference(hostDir string) string {
 
 // Environment variables ConfigFromEnv reads.
 const (
-	EnvKernel       = "VMTEST_KERNEL"
+	EnvArch         = "VMTEST_ARCH"
+	EnvKernel       = "VMTEST_KERNEL" // a series (6.1) or an image
+	EnvCache        = "VMTEST_CACHE"  // DefaultCache
 	EnvModules      = "VMTEST_MODULES"
 	EnvExtraModules = "VMTEST_EXTRA_MODULES" // comma or space separated
 	EnvQEMU         = "VMTEST_QEMU"
@@ -110,6 +124,7 @@ const (
 	EnvTimeout      = "VMTEST_TIMEOUT"
 	EnvPkgTimeout   = "VMTEST_PKG_TIMEOUT"
 	EnvNoSkip       = "VMTEST_NOSKIP" // 1: NoSkip
+	EnvSubset       = "VMTEST_SUBSET"
 )
 
 // GuestEnv is set to 1 inside the guest.
@@ -119,6 +134,8 @@ const GuestEnv = "NFTCNI_VMTEST_GUEST"
 // environment variables.
 func ConfigFromEnv() (Config, error) {
 	c := Config{
+		Arch:           os.Getenv(EnvArch),
+		Subset:         os.Getenv(EnvSubset),
 		Kernel:         os.Getenv(EnvKernel),
 		Modules:        os.Getenv(EnvModules),
 		QEMU:           os.Getenv(EnvQEMU),
@@ -160,6 +177,7 @@ func ConfigFromEnv() (Config, error) {
 
 // Result is what came back from the guest.
 type Result struct {
+	Arch          string // amd64, arm64
 	Accel         string // "tcg" or "kvm"
 	KernelVersion string
 	// Packages in the order they ran.
@@ -260,56 +278,51 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	go func() {
 		defer wg.Done()
 		var root string
-		pkgs, root, buildErr = listPackages(ctx, cfg.Dir, cfg.patterns(), len(cfg.Packages) == 0)
+		pkgs, root, buildErr = listPackages(ctx, cfg.Dir, cfg.patterns(), len(cfg.Packages) == 0 && cfg.Subset == "")
+		if buildErr == nil && cfg.Subset != "" {
+			pkgs, buildErr = applySubset(cfg.Subset, pkgs)
+		}
 		if buildErr == nil && len(pkgs) == 0 {
 			buildErr = fmt.Errorf("no test packages match %s", strings.Join(cfg.patterns(), " "))
 		}
 		if buildErr == nil {
-			buildErr = buildTests(ctx, root, filepath.Join(work, "tests"), pkgs)
+			buildErr = buildTests(ctx, cfg.arch, root, filepath.Join(work, "tests"), pkgs)
 		}
 		if buildErr == nil {
-			nftcniDir, buildErr = buildNftcni(ctx, root, work)
+			nftcniDir, buildErr = buildNftcni(ctx, cfg.arch, root, work)
 		}
 	}()
-	image, err := os.ReadFile(cfg.Kernel)
-	if err != nil {
-		wg.Wait()
-		return nil, fmt.Errorf("reading the kernel: %w (set %s; /boot/vmlinuz-* are readable by root only)", err, EnvKernel)
-	}
-	if res.KernelVersion, err = kernelVersion(image); err != nil {
-		wg.Wait()
-		return nil, fmt.Errorf("%s: %w", cfg.Kernel, err)
-	}
-	bootKernel = cfg.Kernel
-	if vmlinux, err := pvhKernel(image); err != nil {
-		kernNo = err.Error()
-	} else {
-		bootKernel = filepath.Join(work, "vmlinux")
-		kernErr = os.WriteFile(bootKernel, vmlinux, 0o644)
-	}
+	res.Arch = cfg.arch.goarch
+	bootKernel, res.KernelVersion, kernNo, kernErr = prepareKernel(cfg.arch, cfg.Kernel, work)
 	res.Accel = cfg.Accel
 	if cfg.Accel == "auto" {
 		res.Accel = "tcg"
-		if err := probeKVM(ctx, cfg.QEMU, bootKernel, 3*time.Second, 15*time.Second); err != nil {
-			fmt.Fprintf(cfg.Out, "vmtest: KVM not usable (%v); using TCG\n", err)
-		} else {
-			res.Accel = "kvm"
+		switch {
+		case kernErr != nil:
+		case !cfg.arch.native():
+			// Another architecture: emulated, nothing to probe.
+		default:
+			if err := probeKVM(ctx, cfg.arch, cfg.QEMU, bootKernel, 3*time.Second, 15*time.Second); err != nil {
+				fmt.Fprintf(cfg.Out, "vmtest: KVM not usable (%v); using TCG\n", err)
+			} else {
+				res.Accel = "kvm"
+			}
 		}
 	}
 	wg.Wait()
-	if buildErr != nil {
-		return nil, buildErr
-	}
 	if kernErr != nil {
 		return nil, kernErr
 	}
+	if buildErr != nil {
+		return nil, buildErr
+	}
 	if kernNo != "" {
-		fmt.Fprintf(cfg.Out, "vmtest: booting the bzImage itself (slower): %s\n", kernNo)
+		fmt.Fprintf(cfg.Out, "vmtest: booting the bzImage itself: %s\n", kernNo)
 	}
 
 	modDir := cfg.Modules
 	if modDir == "" {
-		modDir = filepath.Join("/lib/modules", res.KernelVersion)
+		modDir = modulesFor(cfg.Kernel, res.KernelVersion)
 	}
 	initrd := filepath.Join(work, "initramfs.cpio")
 	if err := writeInitramfs(initrd, imageSpec{
@@ -317,6 +330,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		modDir:   modDir,
 		modules:  append(append([]string{}, Modules...), cfg.ExtraModules...),
 		programs: Programs,
+		sysroot:  cfg.arch.sysroot(),
+		triplet:  cfg.arch.triplet,
 		nftcni:   nftcniDir,
 		refdir:   cfg.Reference,
 		pkgs:     pkgs,
@@ -334,15 +349,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Build = time.Since(t0)
-	fmt.Fprintf(cfg.Out, "vmtest: %d package(s), kernel %s, %s, %d CPUs, %d MiB; built in %.1fs\n",
-		len(pkgs), res.KernelVersion, res.Accel, cfg.CPUs, cfg.MemoryMiB, res.Build.Seconds())
+	fmt.Fprintf(cfg.Out, "vmtest: %d package(s), %s kernel %s, %s, %d CPUs, %d MiB; built in %.1fs\n",
+		len(pkgs), res.Arch, res.KernelVersion, res.Accel, cfg.CPUs, cfg.MemoryMiB, res.Build.Seconds())
 
 	con := &console{out: cfg.lineFilter(), res: res}
 	vmTimeout, limit := cfg.Timeout-time.Since(t0), cfg.Timeout
 	if cfg.Timeout <= 0 {
 		vmTimeout, limit = 24*time.Hour, 24*time.Hour
 	}
-	runErr := runQEMU(ctx, cfg.QEMU, qemuArgs(res.Accel, cfg.CPUs, cfg.MemoryMiB, bootKernel, initrd, cmdline), vmTimeout, limit, con)
+	runErr := runQEMU(ctx, cfg.QEMU, qemuArgs(cfg.arch, res.Accel, cfg.CPUs, cfg.MemoryMiB, bootKernel, initrd, cfg.arch.kernelCmdline()), vmTimeout, limit, con)
 	res.VM = time.Since(t0) - res.Build
 	res.ModuleFailures = con.modFail
 	seen := map[string]bool{}
@@ -377,31 +392,57 @@ func (c *Config) resolve() error {
 			return fmt.Errorf("run pattern: %w", err)
 		}
 	}
+	if c.Subset != "" {
+		if _, ok := Subsets[c.Subset]; !ok {
+			return fmt.Errorf("subset %q: there are %s", c.Subset, subsetNames())
+		}
+		if len(c.Packages) > 0 || c.Run != "" {
+			return fmt.Errorf("subset %q chooses packages and tests itself: not with packages or a run pattern", c.Subset)
+		}
+	}
+	if c.arch, err = lookupArch(c.Arch); err != nil {
+		return err
+	}
+	if c.Accel == "kvm" && !c.arch.native() {
+		return fmt.Errorf("accel kvm: an %s guest on an %s host is emulated (tcg)", c.arch.goarch, runtime.GOARCH)
+	}
 	if c.QEMU == "" {
-		if c.QEMU, err = exec.LookPath("qemu-system-x86_64"); err != nil {
-			return errors.New("no qemu-system-x86_64 (apt-get install qemu-system-x86, or set " + EnvQEMU + ")")
+		if c.QEMU, err = exec.LookPath(c.arch.qemu); err != nil {
+			return fmt.Errorf("no %s (apt-get install %s, or set %s)", c.arch.qemu, c.arch.qemuPkg, EnvQEMU)
 		}
 	}
 	if c.Busybox == "" {
-		c.Busybox = "/bin/busybox"
+		c.Busybox = c.arch.defaultBusybox()
 	}
-	if err := checkStatic(c.Busybox); err != nil {
-		return fmt.Errorf("busybox: %w (apt-get install busybox-static, or set %s)", err, EnvBusybox)
+	if err := c.arch.checkStatic(c.Busybox); err != nil {
+		hint := "apt-get install busybox-static"
+		if !c.arch.native() {
+			hint = "scripts/test-deps vmtest ARCH=" + c.arch.goarch + " unpacks busybox-static:" + c.arch.goarch
+		}
+		return fmt.Errorf("busybox: %w (%s, or set %s)", err, hint, EnvBusybox)
 	}
-	if c.Kernel == "" {
-		k, m, err := findKernel()
+	if c.Reference != "" {
+		if err := c.arch.checkReference(c.Reference); err != nil {
+			return err
+		}
+	}
+	if c.Kernel == "" || isSeries(c.Kernel) {
+		k, err := findKernel(c.arch, c.Kernel)
 		if err != nil {
 			return err
 		}
-		c.Kernel = k
+		c.Kernel = k.path
 		if c.Modules == "" {
-			c.Modules = m
+			c.Modules = k.modules
 		}
 	}
 	return nil
 }
 
 func (c *Config) patterns() []string {
+	if c.Subset != "" {
+		return subsetPatterns(c.Subset)
+	}
 	if len(c.Packages) == 0 {
 		return []string{"./..."}
 	}
@@ -435,25 +476,9 @@ func (c *Config) lineFilter() func(string) {
 	}
 }
 
-// checkStatic fails unless path is a statically linked ELF executable: the
-// guest has no dynamic loader or libc.
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked", path)
-		}
-	}
-	return nil
-}
-
 // Summary writes the per-package verdicts, skipped tests and timings.
 func (r *Result) Summary(w io.Writer) {
-	fmt.Fprintf(w, "\n== vmtest summary (kernel %s, %s)\n", r.KernelVersion, r.Accel)
+	fmt.Fprintf(w, "\n== vmtest summary (%s, kernel %s, %s)\n", r.Arch, r.KernelVersion, r.Accel)
 	for _, p := range r.Packages {
 		fmt.Fprintln(w, p.summary())
 		for _, f := range p.Failed {

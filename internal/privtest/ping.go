@@ -70,11 +70,17 @@ func TCPRoundTrip(t testing.TB, from *netns.NS, dial netip.AddrPort, to *netns.N
 	}); err != nil {
 		t.Fatalf("listening on %s in %s: %v", listen, to.Path(), err)
 	}
-	defer ln.Close()
+	// The listener's socket is released only once its Accept has returned:
+	// Close alone leaves it bound until the accepting goroutine wakes, and
+	// a caller listening on the same port right after would get
+	// EADDRINUSE. So wait for that goroutine too.
+	served := make(chan struct{})
+	defer func() { ln.Close(); <-served }()
 	if dial.Port() == 0 {
 		dial = netip.AddrPortFrom(dial.Addr(), uint16(ln.Addr().(*net.TCPAddr).Port))
 	}
 	go func() {
+		defer close(served)
 		c, err := ln.Accept()
 		if err != nil {
 			return

@@ -105,8 +105,45 @@ func requireFeature(t testing.TB, key, msg string, probe func(testing.TB) error)
 // The answer is probed once per kind, in a throwaway namespace.
 func RequireLinkKind(t testing.TB, kind string) {
 	t.Helper()
-	requireFeature(t, "link kind "+kind, fmt.Sprintf("%s: kernel has no support for %s links", kind, kind),
+	requireFeature(t, "link kind "+kind, KindMessage(kind),
 		func(t testing.TB) error { return probeKind(t, kind, nil) })
+}
+
+// KindMessage is RequireLinkKind's message for a kernel without kind:
+// what it lacks and what it needs.
+func KindMessage(kind string) string {
+	return fmt.Sprintf("%s: kernel has no support for %s links%s", kind, kind, kindNeeds(kind))
+}
+
+// linkKinds says, for the link kinds the plugins create, which kernel
+// option builds the driver and since when Linux has it ("": long before
+// the supported floor, Linux 5.10, see docs/kernels.md). On a supported
+// kernel a missing kind is a kernel built without the option, or its
+// module not installed.
+var linkKinds = map[string]struct{ config, since string }{
+	"bridge":  {"CONFIG_BRIDGE", ""},
+	"dummy":   {"CONFIG_DUMMY", ""},
+	"ifb":     {"CONFIG_IFB", ""},
+	"ipvlan":  {"CONFIG_IPVLAN", "3.19"},
+	"ipvtap":  {"CONFIG_IPVTAP", "4.13"},
+	"macvlan": {"CONFIG_MACVLAN", "2.6.23"},
+	"macvtap": {"CONFIG_MACVTAP", "2.6.34"},
+	"veth":    {"CONFIG_VETH", "2.6.24"},
+	"vlan":    {"CONFIG_VLAN_8021Q", ""},
+	"vrf":     {"CONFIG_NET_VRF", "4.3"},
+}
+
+// kindNeeds is what a kernel needs for kind, " (needs Linux ≥ 4.3 built
+// with CONFIG_NET_VRF)", or "" for a kind not in linkKinds.
+func kindNeeds(kind string) string {
+	k, ok := linkKinds[kind]
+	switch {
+	case !ok:
+		return ""
+	case k.since == "":
+		return fmt.Sprintf(" (needs a kernel built with %s)", k.config)
+	}
+	return fmt.Sprintf(" (needs Linux ≥ %s built with %s)", k.since, k.config)
 }
 
 // RequireBridgeVlanFiltering skips the test when bridges cannot filter by
@@ -114,7 +151,8 @@ func RequireLinkKind(t testing.TB, kind string) {
 // or fails it when NFTCNI_REQUIRE_KIND_ALL=1.
 func RequireBridgeVlanFiltering(t testing.TB) {
 	t.Helper()
-	requireFeature(t, "bridge vlan_filtering", "bridge vlan_filtering: kernel has no support for VLAN-filtering bridges",
+	requireFeature(t, "bridge vlan_filtering",
+		"bridge vlan_filtering: kernel has no support for VLAN-filtering bridges (needs Linux ≥ 3.9 built with CONFIG_BRIDGE_VLAN_FILTERING)",
 		func(t testing.TB) error {
 			ae := netlink.NewAttributeEncoder()
 			ae.Uint8(unix.IFLA_BR_VLAN_FILTERING, 1)

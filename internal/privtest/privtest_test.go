@@ -72,3 +72,17 @@ func TestWithoutKernelReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestKindMessage: the skip (or failure) for a missing kind says what the
+// kernel needs.
+func TestKindMessage(t *testing.T) {
+	for kind, want := range map[string]string{
+		"vrf":   "vrf: kernel has no support for vrf links (needs Linux ≥ 4.3 built with CONFIG_NET_VRF)",
+		"vlan":  "vlan: kernel has no support for vlan links (needs a kernel built with CONFIG_VLAN_8021Q)",
+		"other": "other: kernel has no support for other links",
+	} {
+		if got := privtest.KindMessage(kind); got != want {
+			t.Errorf("%s: %q, want %q", kind, got, want)
+		}
+	}
+}

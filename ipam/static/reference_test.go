@@ -14,12 +14,21 @@ import (
 // referenceModule is the reference plugin this package must answer like.
 const referenceModule = "github.com/containernetworking/plugins/plugins/ipam/static@v1.9.1"
 
-// referenceBinary builds the reference static plugin into a temporary
-// GOBIN, or skips the test saying why (no Go tool, no module proxy). The
+// referenceBinary is the reference static plugin: the one in
+// NFTCNI_REFERENCE_DIR when set (`make reference`'s, which make test and
+// make vmtest set, /reference in the VM), else built into a temporary
+// GOBIN; or the test skips saying why (no Go tool, no module proxy). The
 // test needs no privileges, so NFTCNI_REQUIRE_PRIV does not turn the skip
 // into a failure.
 func referenceBinary(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv("NFTCNI_REFERENCE_DIR"); dir != "" {
+		bin := filepath.Join(dir, "static")
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("NFTCNI_REFERENCE_DIR=%s has no static plugin: %v", dir, err)
+		}
+		return bin
+	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go tool on PATH to build the reference static plugin (%s): %v", referenceModule, err)

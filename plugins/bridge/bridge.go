@@ -185,6 +185,16 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 	}
 
 	if conf.IsGW {
+		// With vlan the gateway addresses go on <bridge>.<vlan>, whose
+		// pinning (ensureAddr) leaves the bridge's MAC following its
+		// ports: the next container's port would change it, and CHECK of
+		// this one fail on it. Pinned here as ensureAddr pins it where
+		// the bridge carries the gateway.
+		if conf.Vlan != 0 && len(gws4)+len(gws6) > 0 {
+			if err := pinMAC(hh, br); err != nil {
+				return err
+			}
+		}
 		var vlanIface *cni.Interface
 		for _, fam := range []struct {
 			gws     []netip.Prefix
@@ -468,10 +478,24 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 	}
 	// The MAC is pinned before the address is added: an ADD killed in
 	// between must not leave a gateway on a bridge whose MAC still follows
-	// its ports, since the next ADD stops at the equal address above. A
-	// bridge that lost all its ports before being pinned (such a killed
-	// ADD, then DEL) has the zero MAC, which cannot be set; it is pinned
-	// to the MAC it took from the port just attached.
+	// its ports, since the next ADD stops at the equal address above.
+	if err := pinMAC(hh, l); err != nil {
+		return err
+	}
+	// No DAD for the gateway: IPAM never hands it out, and with DAD the
+	// container's IPv6 default route is unusable for the first ~2 s.
+	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
+	}
+	return nil
+}
+
+// pinMAC sets link l's MAC to the one it had when looked up: a bridge's
+// MAC then no longer follows its ports. A bridge that lost all its ports
+// before being pinned (a killed ADD, then DEL) has the zero MAC, which
+// cannot be set; it is pinned to the MAC it took from the port just
+// attached.
+func pinMAC(hh *netlinkx.Handle, l netlinkx.Link) error {
 	mac := l.MAC
 	if isZeroMAC(mac) {
 		if cur, err := hh.LinkByName(l.Name); err == nil {
@@ -482,11 +506,6 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 		if err := hh.SetMAC(l.Name, mac); err != nil {
 			return fmt.Errorf("could not set bridge's mac: %w", netlinkx.Cause(err))
 		}
-	}
-	// No DAD for the gateway: IPAM never hands it out, and with DAD the
-	// container's IPv6 default route is unusable for the first ~2 s.
-	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
 	}
 	return nil
 }

@@ -112,7 +112,8 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if !vethFound {
 		return fmt.Errorf("CNI veth created for bridge %s was not found", conf.BrName)
 	}
-	if conf.IsGW {
+	// isDefaultGateway implies isGateway, as in ADD (addChecks).
+	if conf.IsGW || conf.IsDefaultGW {
 		if err := checkGateways(hh, conf, result); err != nil {
 			return err
 		}

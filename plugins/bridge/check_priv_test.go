@@ -128,6 +128,10 @@ func TestCheckGateway(t *testing.T) {
 	plugintest.Must(t, th.H.DelAddr("br0", netip.MustParsePrefix("10.71.0.1/24")))
 	noGW := strings.Replace(cfg, `"isGateway":true`, `"isGateway":false`, 1)
 	th.OK(plugintest.Cmd("CHECK", ctr, "gw", plugintest.WithPrev(noGW, out)))
+	// isDefaultGateway alone implies isGateway, in CHECK as in ADD.
+	defGW := strings.Replace(cfg, `"isGateway":true`, `"isDefaultGateway":true`, 1)
+	th.FailsWith("isDefaultGateway, gateway removed", plugintest.Cmd("CHECK", ctr, "gw", plugintest.WithPrev(defGW, out)),
+		"Failed to match gateway addr 10.71.0.1/24 on bridge br0")
 }
 
 // TestCheckL2Only: a config without IPAM can be checked (the reference

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -156,6 +157,12 @@ func TestVlanGatewayInterface(t *testing.T) {
 
 	// CHECK looks for the gateway there.
 	check := plugintest.Cmd("CHECK", c1, "g1", plugintest.WithPrev(cfg, out1))
+	th.OK(check)
+	// The bridge's MAC is pinned: a port with a lower MAC than any of its
+	// ports joining (the next container's, say) leaves it, and CHECK,
+	// which compares it with prevResult's, passes.
+	plugintest.Must(t, th.H.AddVeth(netlinkx.VethSpec{Name: "low0", PeerName: "low1", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}))
+	plugintest.Must(t, th.H.SetMaster("low0", "br0"))
 	th.OK(check)
 	plugintest.Must(t, th.H.DelAddr("br0.100", netip.MustParsePrefix("10.120.0.1/24")))
 	th.FailsWith("gateway removed", check, "Failed to match gateway addr 10.120.0.1/24 on VLAN interface br0.100")

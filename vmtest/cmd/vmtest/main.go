@@ -2,6 +2,8 @@
 //
 //	go run ./vmtest/cmd/vmtest                                  # the whole privileged suite
 //	go run ./vmtest/cmd/vmtest -pkg ./plugins/vlan -run TestTrunk
+//	go run ./vmtest/cmd/vmtest -kernel 6.12                     # another Debian kernel series
+//	go run ./vmtest/cmd/vmtest -arch arm64 -subset smoke        # an emulated arm64 guest, CI's subset
 //
 // It prints the guest's test output as it comes, one go-test-like verdict
 // line per package, and a summary; it exits 0 only if every package
@@ -32,7 +34,9 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "kill the run (build and guest) after this long [$"+vmtest.EnvTimeout+"]")
 	flag.DurationVar(&cfg.PackageTimeout, "pkg-timeout", cfg.PackageTimeout, "-test.timeout of each test binary [$"+vmtest.EnvPkgTimeout+"]")
 	flag.StringVar(&cfg.Accel, "accel", cfg.Accel, "auto, tcg or kvm [$"+vmtest.EnvAccel+"]")
-	flag.StringVar(&cfg.Kernel, "kernel", cfg.Kernel, "bzImage to boot [$"+vmtest.EnvKernel+"]")
+	flag.StringVar(&cfg.Arch, "arch", cfg.Arch, "guest architecture, amd64 or arm64 (default: the host's) [$"+vmtest.EnvArch+"]")
+	flag.StringVar(&cfg.Kernel, "kernel", cfg.Kernel, "kernel series to boot (6.1, 6.12) or an image (bzImage, arm64 Image) [$"+vmtest.EnvKernel+"]")
+	flag.StringVar(&cfg.Subset, "subset", cfg.Subset, "run a named subset of the suite instead (-pkg and -run not allowed) [$"+vmtest.EnvSubset+"]")
 	flag.StringVar(&cfg.Modules, "modules", cfg.Modules, "the kernel's /lib/modules/<version> [$"+vmtest.EnvModules+"]")
 	extra := flag.String("extra-modules", strings.Join(cfg.ExtraModules, ","), "more kernel modules to load, comma separated [$"+vmtest.EnvExtraModules+"]")
 	flag.IntVar(&cfg.CPUs, "cpus", cfg.CPUs, "guest CPUs [$"+vmtest.EnvCPUs+"]")
