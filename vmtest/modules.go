@@ -43,6 +43,9 @@ var Modules = []string{
 	// …and what Docker's iptables-nft rules use, which the coexistence
 	// tests build (internal/hostfw).
 	"xt_addrtype", "xt_tcpudp", "xt_nat", "xt_MASQUERADE",
+	// kube-proxy's iptables mode marks packets for masquerading (-m mark,
+	// -j MARK): both are xt_mark.
+	"xt_mark",
 }
 
 // mergedInto names modules of the list that newer kernels build into
