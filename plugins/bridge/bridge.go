@@ -139,7 +139,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if st != netlinkx.OperUp {
 			return nil, fmt.Errorf("bridge port in error state: %s", st)
 		}
-		announceAddrs(a, hh, hc, hostVeth, result)
+		announceAddrs(a, hh, hc, hostVeth, result, conf.EnableDad)
 	}
 
 	// MACs can change during ADD: the host end's when it joins the bridge,
@@ -524,7 +524,7 @@ func isZeroMAC(mac net.HardwareAddr) bool {
 // advertisement for the container's addresses once its port forwards, so
 // neighbours that cached the address under an earlier container's MAC
 // learn the new one at once. Best effort: problems only reach stderr.
-func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, hostVeth string, r *cni.Result) {
+func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, hostVeth string, r *cni.Result, dad bool) {
 	if len(r.IPs) == 0 {
 		return
 	}
@@ -538,12 +538,28 @@ func announceAddrs(a *cni.CmdArgs, hh, hc *netlinkx.Handle, hostVeth string, r *
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	tentative := map[netip.Addr]bool{}
-	if addrs, err := hc.Addrs(a.IfName, unix.AF_INET6); err == nil {
-		for _, ad := range addrs {
-			if ad.Tentative() {
-				tentative[ad.Prefix.Addr()] = true
+	// The kernel announces no tentative address. Without DAD (the
+	// default: accept_dad 0) an address added before the link had carrier
+	// is tentative only until the kernel's DAD work sees the carrier and
+	// clears the flag, which under load can come after the port forwards:
+	// wait for that, briefly. With enableDad real DAD runs for a second or
+	// more; those addresses are not announced.
+	var tentative map[netip.Addr]bool
+	for deadline = time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		tentative = map[netip.Addr]bool{}
+		if addrs, err := hc.Addrs(a.IfName, unix.AF_INET6); err == nil {
+			for _, ad := range addrs {
+				if ad.Tentative() {
+					tentative[ad.Prefix.Addr()] = true
+				}
 			}
+		}
+		waiting := false
+		for _, ip := range r.IPs {
+			waiting = waiting || tentative[ip.Address.Addr()]
+		}
+		if !waiting || dad || time.Now().After(deadline) {
+			break
 		}
 	}
 	var list []netip.Addr
