@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 )
 
 // registry maps plugin names to in-process implementations; the multi-call

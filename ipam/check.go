@@ -63,7 +63,7 @@ func CheckAddresses(h *netlinkx.Handle, ifName string, ips []*cni.IPConfig) erro
 		}
 		routes, err := h.Routes(fam, 0)
 		if err != nil {
-			return fmt.Errorf("Error %v trying to find Gateway %v for interface %v", unwrapOp(err), addrOrNil(ip.Gateway), ifName)
+			return fmt.Errorf("Error %v trying to find Gateway %v for interface %v", netlinkx.Cause(err), addrOrNil(ip.Gateway), ifName)
 		}
 		found = false
 		for _, rt := range routes {
@@ -99,7 +99,7 @@ func CheckRoutes(h *netlinkx.Handle, routes []*cni.Route) error {
 		}
 		have, err := h.Routes(fam, table)
 		if err != nil {
-			return fmt.Errorf("Expected Route %s not route table lookup error %v", routeText(want), unwrapOp(err))
+			return fmt.Errorf("Expected Route %s not route table lookup error %v", routeText(want), netlinkx.Cause(err))
 		}
 		dst := want.Dst.Masked()
 		found := false

@@ -60,7 +60,7 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 			v6Ready = true
 		}
 		if err := h.AddAddr(ifName, ip.Address, netlinkx.AddrOpts{}); err != nil {
-			return fmt.Errorf("failed to add IP addr %s to %q: %w", ipText(ip), ifName, unwrapOp(err))
+			return fmt.Errorf("failed to add IP addr %s to %q: %w", ipText(ip), ifName, netlinkx.Cause(err))
 		}
 		switch gw := ip.Gateway; {
 		case gw.Is4() && !gw4.IsValid():
@@ -70,7 +70,7 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 		}
 	}
 	if err := h.SetUp(ifName); err != nil {
-		return fmt.Errorf("failed to set %q UP: %w", ifName, unwrapOp(err))
+		return fmt.Errorf("failed to set %q UP: %w", ifName, netlinkx.Cause(err))
 	}
 	if gw6.IsValid() {
 		if err := h.WaitDADSettled(ifName, DADTimeout); err != nil {
@@ -99,7 +99,7 @@ func ConfigureInterface(h *netlinkx.Handle, ifName string, r *cni.Result) error 
 		}
 		if err := h.AppendRoute(nr); err != nil {
 			return fmt.Errorf("failed to add route '%s via %s dev %s metric %d (Scope: %d, Table: %d)': %w",
-				nr.Dst, addrOrNil(nr.Gw), ifName, nr.Priority, nr.Scope, nr.Table, unwrapOp(err))
+				nr.Dst, addrOrNil(nr.Gw), ifName, nr.Priority, nr.Scope, nr.Table, netlinkx.Cause(err))
 		}
 		done = append(done, nr)
 	}
@@ -165,14 +165,4 @@ func addrOrNil(a netip.Addr) string {
 		return "<nil>"
 	}
 	return a.String()
-}
-
-// unwrapOp drops netlinkx's own operation text: the reference messages
-// above already say what was attempted, so only the kernel's reason stays.
-func unwrapOp(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }

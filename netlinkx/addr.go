@@ -77,7 +77,7 @@ func (h *Handle) AddAddr(linkName string, p netip.Prefix, opts AddrOpts) error {
 	}
 	l, err := h.LinkByName(linkName)
 	if err != nil {
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	var flags uint32
 	if opts.NoDAD {
@@ -102,7 +102,7 @@ func (h *Handle) DelAddr(linkName string, p netip.Prefix) error {
 	}
 	l, err := h.LinkByName(linkName)
 	if err != nil {
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	if err := h.do(addrMsg(l.Index, p, 0), unix.RTM_DELADDR, 0); err != nil {
 		return fail(op, err)
@@ -119,7 +119,7 @@ func (h *Handle) Addrs(linkName string, family int) ([]Addr, error) {
 		op = fmt.Sprintf("listing addresses of %s", linkName)
 		l, err := h.LinkByName(linkName)
 		if err != nil {
-			return nil, &Error{Op: op, Err: cause(err)}
+			return nil, &Error{Op: op, Err: Cause(err)}
 		}
 		index = l.Index
 	}

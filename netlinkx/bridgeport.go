@@ -118,7 +118,7 @@ func (h *Handle) SetBridgePort(name string, s BridgePortSettings) error {
 	op := fmt.Sprintf("setting bridge port flags of %q", name)
 	l, err := h.LinkByName(name)
 	if err != nil {
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	if l.MasterIndex == 0 {
 		return &Error{Op: op, Err: ErrNotBridgePort}
@@ -227,7 +227,7 @@ func (h *Handle) bridgeVlanRequest(op, port string, v BridgeVlan, typ uint16) er
 	}
 	l, err := h.LinkByName(port)
 	if err != nil {
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	attrs, err := encodeVlanInfo(v)
 	if err != nil {
@@ -262,7 +262,7 @@ func (h *Handle) BridgeVlans(port string) ([]BridgeVlan, error) {
 	op := fmt.Sprintf("listing VLANs of %q", port)
 	l, err := h.LinkByName(port)
 	if err != nil {
-		return nil, &Error{Op: op, Err: cause(err)}
+		return nil, &Error{Op: op, Err: Cause(err)}
 	}
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(unix.IFLA_EXT_MASK, rtextFilterBrVlan)

@@ -5,11 +5,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 )
 
 // crashAt marks a mutating request as a step where the crash-injection
-// suite may kill the process (internal/crashpoint): "netlink:RTM_NEWLINK:
+// suite may kill the process (crashpoint): "netlink:RTM_NEWLINK:
 // before" and ":after". Compiled out of normal builds, name and all.
 func crashAt(typ uint16, when string) {
 	if crashpoint.Enabled {

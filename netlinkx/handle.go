@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // ErrNotFound reports a link that does not exist. Its text is the
@@ -28,9 +29,9 @@ var ErrNotFound = errors.New("Link not found")
 
 // Error is what every Handle method returns on failure. Op says what was
 // attempted and on which object (`adding address 10.1.0.2/24 to eth0`); Err
-// is the cause: a unix.Errno straight from the kernel, ErrNotFound, or a
-// local validation error. Callers that must reproduce a reference message
-// word for word can use Err alone.
+// is the cause: the kernel's errno (an *nlerr.Error when the kernel said
+// why), ErrNotFound, or a local validation error. Callers that must
+// reproduce a reference message word for word use the cause alone (Cause).
 type Error struct {
 	Op  string
 	Err error
@@ -42,18 +43,18 @@ func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
 // work.
 func (e *Error) Unwrap() error { return e.Err }
 
-// fail wraps err for op, first stripping mdlayher's *netlink.OpError so the
-// text after the colon is the plain errno text.
+// fail wraps err, from a netlink exchange, for op: the cause is the
+// kernel's errno with its explanation (nlerr.Plain), not mdlayher's
+// *netlink.OpError.
 func fail(op string, err error) error {
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		err = oe.Err
-	}
-	return &Error{Op: op, Err: err}
+	return &Error{Op: op, Err: nlerr.Plain(err)}
 }
 
-// cause returns the cause inside an *Error, or err itself.
-func cause(err error) error {
+// Cause returns the cause inside an *Error, or err itself: the one way to
+// drop netlinkx's operation text where a message (the reference's, most
+// often) already says what was attempted. The kernel's explanation, when
+// it gave one, stays in the cause's text; errors.Is works on it as on err.
+func Cause(err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Err
@@ -75,6 +76,7 @@ type Handle struct {
 	mu     sync.Mutex // one request/reply exchange at a time
 	c      *rtnetlink.Conn
 	ns     *netns.NS
+	ownsNS bool // Close closes ns (OpenPath, OpenOwning)
 	strict bool // kernel filters dumps by link, table (NETLINK_GET_STRICT_CHK)
 }
 
@@ -94,9 +96,36 @@ func Open(ns *netns.NS) (*Handle, error) {
 		return nil, fail("opening rtnetlink socket in "+where, err)
 	}
 	h := &Handle{c: c, ns: ns}
+	nlerr.ExtAck(c)
 	// Strict checking lets the kernel filter dumps (addresses of one link,
 	// routes of one table); without it (kernels < 4.20) we filter ourselves.
 	h.strict = c.SetOption(netlink.GetStrictCheck, true) == nil
+	return h, nil
+}
+
+// OpenPath opens the network namespace at path and a Handle inside it: the
+// one way from a namespace's path (CNI_NETNS) to netlink in it. The Handle
+// owns the namespace: NS returns it, Close closes it. When the namespace
+// cannot be opened the error is netns.Open's, unchanged (errors.Is(err,
+// netns.ErrNotExist) works); a caller that words that failure itself
+// opens the namespace and hands it to OpenOwning.
+func OpenPath(path string) (*Handle, error) {
+	ns, err := netns.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return OpenOwning(ns)
+}
+
+// OpenOwning is Open for a Handle that owns ns: its Close closes ns, and so
+// does a failure to open it.
+func OpenOwning(ns *netns.NS) (*Handle, error) {
+	h, err := Open(ns)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	h.ownsNS = true
 	return h, nil
 }
 
@@ -104,9 +133,13 @@ func Open(ns *netns.NS) (*Handle, error) {
 // the thread that opened it), e.g. for Sysctl.
 func (h *Handle) NS() *netns.NS { return h.ns }
 
-// Close closes the socket. It does not close the namespace.
+// Close closes the socket, and the namespace if the handle owns it.
 func (h *Handle) Close() error {
-	if err := h.c.Close(); err != nil {
+	err := h.c.Close()
+	if h.ownsNS {
+		h.ns.Close()
+	}
+	if err != nil {
 		return fail("closing rtnetlink socket", err)
 	}
 	return nil

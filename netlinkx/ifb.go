@@ -61,7 +61,7 @@ func (h *Handle) AddIFB(s IFBSpec) error {
 	}
 	if err := h.SetAlias(s.Name, s.Alias); err != nil {
 		_ = h.DeleteLink(s.Name)
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	return nil
 }

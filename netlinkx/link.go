@@ -237,7 +237,7 @@ func (h *Handle) Rename(oldName, newName string) error {
 	op := fmt.Sprintf("renaming %q to %q", oldName, newName)
 	l, err := h.LinkByName(oldName)
 	if err != nil {
-		return &Error{Op: op, Err: cause(err)}
+		return &Error{Op: op, Err: Cause(err)}
 	}
 	// With an index, IFLA_IFNAME is the new name rather than the selector.
 	req := &rtnetlink.LinkMessage{

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // Links stacked on a lower device (macvlan here; ipvlan and vlan in their
@@ -73,16 +74,10 @@ func (e *KindUnsupportedError) Is(target error) bool { return target == unix.EOP
 // own EOPNOTSUPP (e.g. a vlan on a device that cannot carry VLANs) keeps
 // the errno, with the kernel's reason.
 func failCreate(op, kind string, err error) error {
-	var oe *netlink.OpError
 	if errors.Is(err, unix.EOPNOTSUPP) {
-		msg := ""
-		if errors.As(err, &oe) {
-			msg = oe.Message
-		}
-		if msg == "" || msg == "Unknown device type" {
+		if msg := nlerr.Message(err); msg == "" || msg == "Unknown device type" {
 			return &Error{Op: op, Err: &KindUnsupportedError{Kind: kind}}
 		}
-		return &Error{Op: op, Err: fmt.Errorf("%w (%s)", unix.EOPNOTSUPP, msg)}
 	}
 	return fail(op, err)
 }
@@ -109,9 +104,6 @@ func (h *Handle) addKind(op string, s ChildSpec, info *rtnetlink.LinkInfo) error
 	if s.MTU < 0 || s.Parent < 0 || !validName(s.Name) {
 		return &Error{Op: op, Err: unix.EINVAL}
 	}
-	// The kernel's reason for EOPNOTSUPP tells a missing driver from a
-	// driver refusing the request; it comes only with extended acks.
-	_ = h.c.SetOption(netlink.ExtendedAcknowledge, true)
 	if err := h.do(kindMsg(s, info), unix.RTM_NEWLINK, netlink.Create|netlink.Excl); err != nil {
 		if errors.Is(err, unix.ENODEV) && s.Parent != 0 {
 			return &Error{Op: op, Err: ErrNotFound}

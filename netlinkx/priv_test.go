@@ -53,7 +53,7 @@ func wantErr(t *testing.T, err error, text string, target error) {
 	if err == nil {
 		t.Fatalf("no error, want %q", text)
 	}
-	if err.Error() != text {
+	if privtest.WithoutKernelReasons(err.Error()) != text {
 		t.Errorf("error %q, want %q", err, text)
 	}
 	if !errors.Is(err, target) {

@@ -30,6 +30,19 @@ type Route struct {
 	AdvMSS   int   // RTAX_ADVMSS; 0: unset
 }
 
+// ReservedTable reports the routing tables that are the kernel's own and
+// that no plugin may take for itself or empty: default (253), main (254),
+// local (255), and 0 (RT_TABLE_UNSPEC), which is no table of its own: in a
+// request it means main (here as in the kernel), and the kernel refuses to
+// bind a VRF to it.
+func ReservedTable(t int) bool {
+	switch t {
+	case unix.RT_TABLE_UNSPEC, unix.RT_TABLE_DEFAULT, unix.RT_TABLE_MAIN, unix.RT_TABLE_LOCAL:
+		return true
+	}
+	return false
+}
+
 func tableOf(t int) int {
 	if t == 0 {
 		return unix.RT_TABLE_MAIN

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netns"
 )
 

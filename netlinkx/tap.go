@@ -8,7 +8,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 )
 
 // Tap devices cannot be created over rtnetlink (the tun driver refuses

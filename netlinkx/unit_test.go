@@ -179,8 +179,8 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: errors.Is(%v) = false", tt.name, tt.target)
 		}
 		var e *Error
-		if !errors.As(tt.err, &e) || cause(tt.err) != tt.target {
-			t.Errorf("%s: cause = %v", tt.name, cause(tt.err))
+		if !errors.As(tt.err, &e) || Cause(tt.err) != tt.target {
+			t.Errorf("%s: cause = %v", tt.name, Cause(tt.err))
 		}
 	}
 }
@@ -227,5 +227,14 @@ func TestConversions(t *testing.T) {
 	}
 	if r != want {
 		t.Errorf("toRoute = %+v, want %+v", r, want)
+	}
+}
+
+// TestReservedTable: the kernel's own tables, and 0, which means main.
+func TestReservedTable(t *testing.T) {
+	for table, want := range map[int]bool{0: true, 1: false, 100: false, 252: false, 253: true, 254: true, 255: true, 256: false} {
+		if got := ReservedTable(table); got != want {
+			t.Errorf("ReservedTable(%d) = %v", table, got)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func (h *Handle) CreateVethPair(ifName string, peerNS *netns.NS, mtu int, mac ne
 			}
 			continue
 		default:
-			return "", fmt.Errorf("failed to make veth pair: %w", cause(err))
+			return "", fmt.Errorf("failed to make veth pair: %w", Cause(err))
 		}
 	}
 	return "", errors.New("failed to find a unique veth name")

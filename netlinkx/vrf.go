@@ -17,9 +17,6 @@ import (
 // ErrNotVRF reports a link that exists but is not a VRF device.
 var ErrNotVRF = errors.New("not a VRF device")
 
-// ErrNoVRFSupport reports a kernel without the vrf driver (CONFIG_NET_VRF).
-var ErrNoVRFSupport = errors.New("vrf not supported by this kernel")
-
 // VRF is a VRF device and its routing table.
 type VRF struct {
 	Link
@@ -27,8 +24,8 @@ type VRF struct {
 }
 
 // AddVRF creates a VRF device bound to table. An existing link of that name
-// gives an error matching unix.EEXIST; a kernel without VRF support one
-// matching ErrNoVRFSupport (and unix.EOPNOTSUPP).
+// gives an error matching unix.EEXIST; on a kernel without the vrf driver
+// (CONFIG_NET_VRF) the error is a KindUnsupportedError.
 func (h *Handle) AddVRF(name string, table uint32) error {
 	op := fmt.Sprintf("adding VRF %q (table %d)", name, table)
 	req := &rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{
@@ -36,21 +33,9 @@ func (h *Handle) AddVRF(name string, table uint32) error {
 		Info: &rtnetlink.LinkInfo{Kind: "vrf", Data: &vrfData{table: table}},
 	}}
 	if err := h.do(req, unix.RTM_NEWLINK, netlink.Create|netlink.Excl); err != nil {
-		err = fail(op, err)
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return &Error{Op: op, Err: vrfUnsupported{}}
-		}
-		return err
+		return failCreate(op, "vrf", err)
 	}
 	return nil
-}
-
-// vrfUnsupported is ErrNoVRFSupport that also matches unix.EOPNOTSUPP.
-type vrfUnsupported struct{}
-
-func (vrfUnsupported) Error() string { return ErrNoVRFSupport.Error() }
-func (vrfUnsupported) Is(target error) bool {
-	return target == ErrNoVRFSupport || target == unix.EOPNOTSUPP
 }
 
 // VRFByName returns the VRF device called name: ErrNotFound when there is

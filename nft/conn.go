@@ -11,8 +11,10 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft/internal/fakedial"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // Conn is a NETLINK_NETFILTER socket living in one network namespace, used
@@ -41,8 +43,13 @@ type Conn struct {
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,
 // which is the process's own unless the caller moved its locked thread).
-// The socket stays in that namespace for its whole life.
+// The socket stays in that namespace for its whole life. Every component
+// gets its Conns here, which makes this the one place golden tests put a
+// fake nf_tables under them (see nft/internal/fakedial).
 func Open(ns *netns.NS) (*Conn, error) {
+	if fakedial.Dial != nil {
+		return NewConn(fakedial.Dial()), nil
+	}
 	cfg := &netlink.Config{}
 	where := "current netns"
 	if ns != nil {
@@ -51,8 +58,9 @@ func Open(ns *netns.NS) (*Conn, error) {
 	}
 	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, plain(err))
+		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, nlerr.Plain(err))
 	}
+	nlerr.ExtAck(nl)
 	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns)}, nil
 }
 
@@ -113,34 +121,10 @@ func (c *Conn) Close() error {
 		waitGracePeriod()
 	}
 	if err := c.nl.Close(); err != nil {
-		return fmt.Errorf("closing nftables socket in %s: %w", c.where, plain(err))
+		return fmt.Errorf("closing nftables socket in %s: %w", c.where, nlerr.Plain(err))
 	}
 	return nil
 }
-
-// plain strips mdlayher's *netlink.OpError so that messages read
-// `...: no such file or directory` rather than `netlink receive: ...`,
-// keeping the errno (and the kernel's extended-ack text, if any) for
-// errors.Is.
-func plain(err error) error {
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		if oe.Message != "" {
-			return &kernelError{errno: oe.Err, msg: oe.Message}
-		}
-		return oe.Err
-	}
-	return err
-}
-
-// kernelError is an errno with the kernel's extended-ack explanation.
-type kernelError struct {
-	errno error
-	msg   string
-}
-
-func (e *kernelError) Error() string { return e.errno.Error() + " (" + e.msg + ")" }
-func (e *kernelError) Unwrap() error { return e.errno }
 
 const nftSubsys = unix.NFNL_SUBSYS_NFTABLES << 8
 
@@ -173,7 +157,7 @@ func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []
 		Data:   data,
 	})
 	if err != nil {
-		return nil, plain(err)
+		return nil, nlerr.Plain(err)
 	}
 	out := msgs[:0]
 	for _, m := range msgs {
@@ -259,7 +243,7 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 	}
 	crashAt(checkOnly, "before")
 	if _, err := c.nl.SendMessages(out); err != nil {
-		return fmt.Errorf("sending nftables batch: %w", plain(err))
+		return fmt.Errorf("sending nftables batch: %w", nlerr.Plain(err))
 	}
 	crashAt(checkOnly, "after") // committed (or refused), answer unread
 	// Deadlines are best effort: only a fake socket lacks them, and a fake
@@ -279,14 +263,14 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 			}
 			var oe *netlink.OpError
 			if !errors.As(err, &oe) || errors.Is(err, unix.ENOBUFS) {
-				return fmt.Errorf("reading nftables batch answer: %w", plain(err))
+				return fmt.Errorf("reading nftables batch answer: %w", nlerr.Plain(err))
 			}
 			var errno unix.Errno
 			if errors.As(err, &errno) && errno == unix.ERESTART {
 				return errGenChanged
 			}
 			answers++
-			errs = append(errs, plain(err))
+			errs = append(errs, nlerr.Plain(err))
 			_ = c.nl.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 			continue
 		}
@@ -303,7 +287,7 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 }
 
 // crashAt marks a real (not check-only) batch as a step where the
-// crash-injection suite may kill the process (internal/crashpoint).
+// crash-injection suite may kill the process (crashpoint).
 func crashAt(checkOnly bool, when string) {
 	if crashpoint.Enabled && !checkOnly {
 		crashpoint.Hit("nft:batch:" + when)

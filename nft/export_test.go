@@ -9,6 +9,6 @@ func ResetProbes() {
 	probed.err = [numFeatures]error{}
 }
 
-// SetupPaths reports how many TaggedTable Setups took the fast path so
+// SetupPaths reports how many Setups took a lookup path (fast or recorded) so
 // far, and how many of those fell back to the slow path.
 func SetupPaths() (fast, fallback int64) { return paths.fast.Load(), paths.fallback.Load() }

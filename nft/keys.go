@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 )
 
 // Helpers for building set keys and data, which nf_tables lays out as the
@@ -17,6 +18,18 @@ func Concat(parts ...[]byte) []byte {
 		out = append(out, p...)
 	}
 	return out
+}
+
+// IfnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
+// padded with NULs.
+const IfnameLen = unix.IFNAMSIZ
+
+// IfnameKey is an interface name as the kernel compares it, in a set key
+// or a rule's comparison: IfnameLen bytes, NUL-padded.
+func IfnameKey(name string) []byte {
+	k := make([]byte, IfnameLen)
+	copy(k, name)
+	return k
 }
 
 // Pad extends a field to a multiple of 4 bytes, as in a concatenated key.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/google/nftables"
 
@@ -18,9 +17,6 @@ func BaseChain(table *nftables.Table, name string, typ nftables.ChainType, hook 
 	accept := nftables.ChainPolicyAccept
 	return &nftables.Chain{Table: table, Name: name, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept}
 }
-
-// Opener dials nf_tables in a namespace: Open, or a fake in golden tests.
-type Opener func(ns *netns.NS) (*Conn, error)
 
 // TaggedTable is the shape every component (masq, macspoof) keeps its state
 // in: one table of ours with one base chain of static rules, and sets whose
@@ -48,7 +44,7 @@ type TaggedTable struct {
 	// Recompute rebuilds, from the record of owner's marker (the record
 	// argument of Setup), the elements that Setup wanted. Nil, or an
 	// error, and Teardown reads whole sets.
-	Recompute func(owner Owner, record string) (map[*nftables.Set][]Element, error)
+	Recompute Recompute
 	// Legacy are the sets of an earlier layout of the table: Teardown of
 	// an owner whose marker has no record and GC remove what they hold of
 	// it; Setup ignores them.
@@ -61,8 +57,6 @@ type TaggedTable struct {
 	// the wanted keys cannot find: when the fast path finds anything to
 	// take over, Setup redoes it on the slow path, which sees them all.
 	TakeOverByPrefix bool
-	// Open dials nf_tables; nil means Open. Golden tests put a fake here.
-	Open Opener
 }
 
 // ChainRules is a chain with its static rules.
@@ -71,172 +65,75 @@ type ChainRules struct {
 	Rules []StaticRule
 }
 
-func (t *TaggedTable) open(ns *netns.NS) (*Conn, error) {
-	if t.Open != nil {
-		return t.Open(ns)
-	}
-	return Open(ns)
-}
-
-// readMode is how a Setup or Teardown reads what is there.
-type readMode int
-
-const (
-	readNone     readMode = iota // no table: nothing to read
-	readFast                     // no marker of the owner: look up the wanted keys
-	readRecorded                 // a marker with a record: look up the wanted keys and the recorded ones
-	readSlow                     // read whole sets
-)
-
 // Setup makes sure, in ns, the table, chain, sets and rules exist and that
 // each set holds want[set], owned by owner: owner's previous elements and
 // those takeOver selects (another owner's elements for the same key, say)
 // are replaced, and owner's marker, carrying record (Owner.MarkerWith), is
 // in the owners set (OwnersSet). It is one batch guarded by the generation,
-// and idempotent. Errors read "<what>: <cause>".
-//
-// Three ways to read what is there. The slow path dumps every set (cost
-// grows with the attachments on the host); it is the reference semantics.
-// The fast path, when the table exists but owner's marker does not, reads
-// only the elements with the wanted keys (Tx.Lookup), which is all that
-// take-over decisions need when owner has nothing else, and adds with
-// NLM_F_EXCL (Batch.ReplaceLookedUp), so that an element the lookup missed
-// fails the batch instead of being kept with another owner's tag. With
-// owner's marker present and carrying a record, the recorded path looks
-// up the wanted keys and those Recompute derives from the record — owner's
-// previous elements — the same way. Without a record, the slow path. If
-// anything on the fast or recorded path fails — a read, the plan, or the
-// batch (an interval overlap an exact lookup cannot see makes the kernel
-// refuse it with EEXIST or ENOTEMPTY; a kernel answering lookups in
-// interval sets differently) — the whole Setup runs once more on the slow
-// path, so those paths are optimisations that can only fall back, never a
-// different result. A missing table has nothing to read at all.
+// and idempotent. Errors read "<what>: <cause>". What it reads is an
+// OwnerRead: lookups when it can, whole sets when it must (see
+// setuppath.go).
 func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]Element, record string,
 	takeOver func(s *nftables.Set, e Element) bool, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
 	owners := OwnersSet(t.Table)
-	plan := func(slowOnly bool, fast *bool) func(tx *Tx) error {
-		return func(tx *Tx) error {
-			*fast = false
-			exists, err := tx.TableExists(t.Table)
+	err = c.UpdateLookupsFirst(func(tx *Tx, slowOnly bool, lookups *bool) error {
+		r, err := tx.ReadOwner(t.Table, owner, slowOnly, t.Recompute)
+		if err != nil {
+			return err
+		}
+		*lookups = r.Lookups()
+		b := tx.Batch()
+		b.AddTable(t.Table)
+		if err := tx.EnsureChain(t.Chain); err != nil {
+			return err
+		}
+		for _, s := range t.Sets {
+			b.AddSet(s)
+		}
+		b.AddSet(owners)
+		if err := tx.EnsureRules(t.Chain, t.Rules()); err != nil {
+			return err
+		}
+		// After the sets their rules look up, before the elements
+		// jumping to them.
+		if t.Chains != nil {
+			for _, cr := range t.Chains(want) {
+				if err := tx.EnsureChain(cr.Chain); err != nil {
+					return err
+				}
+				if err := tx.EnsureRules(cr.Chain, cr.Rules); err != nil {
+					return err
+				}
+			}
+		}
+		for _, s := range t.Sets {
+			cur, err := r.Read(tx, s, want[s])
 			if err != nil {
 				return err
 			}
-			var markers []Element
-			var prev map[*nftables.Set][]Element
-			mode := readNone
-			if exists {
-				var mine bool
-				if markers, mine, err = tx.OwnerMarker(t.Table, owner); err != nil {
-					return err
-				}
-				switch {
-				case slowOnly:
-					mode = readSlow
-				case !mine:
-					mode = readFast
-				default:
-					mode = readSlow
-					if prev = t.recorded(owner, markers); prev != nil {
-						mode = readRecorded
-					}
-				}
-				*fast = mode == readFast || mode == readRecorded
+			drop := func(e Element) bool { return owner.OwnedBy(e.Comment) || takeOver(s, e) }
+			if r.Lookups() && t.TakeOverByPrefix && slices.ContainsFunc(cur, func(e Element) bool {
+				return drop(e) && !owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want[s], func(w Element) bool { return SameElement(e, w) })
+			}) {
+				return errSlowPath
 			}
-			b := tx.Batch()
-			b.AddTable(t.Table)
-			if err := tx.EnsureChain(t.Chain); err != nil {
-				return err
-			}
-			for _, s := range t.Sets {
-				b.AddSet(s)
-			}
-			b.AddSet(owners)
-			if err := tx.EnsureRules(t.Chain, t.Rules()); err != nil {
-				return err
-			}
-			// After the sets their rules look up, before the elements
-			// jumping to them.
-			if t.Chains != nil {
-				for _, cr := range t.Chains(want) {
-					if err := tx.EnsureChain(cr.Chain); err != nil {
-						return err
-					}
-					if err := tx.EnsureRules(cr.Chain, cr.Rules); err != nil {
-						return err
-					}
-				}
-			}
-			for _, s := range t.Sets {
-				var cur []Element
-				switch mode {
-				case readNone:
-				case readSlow:
-					cur, err = tx.Elements(s)
-				case readFast:
-					cur, err = tx.Lookup(s, want[s])
-				case readRecorded:
-					cur, err = tx.Lookup(s, append(slices.Clip(want[s]), prev[s]...))
-				}
-				if err != nil {
-					return err
-				}
-				drop := func(e Element) bool { return owner.OwnedBy(e.Comment) || takeOver(s, e) }
-				if *fast && t.TakeOverByPrefix && slices.ContainsFunc(cur, func(e Element) bool {
-					return drop(e) && !owner.OwnedBy(e.Comment) && !slices.ContainsFunc(want[s], func(w Element) bool { return SameElement(e, w) })
-				}) {
-					return errSlowPath
-				}
-				if *fast {
-					b.ReplaceLookedUp(s, UniqueElements(cur), want[s], drop)
-				} else {
-					b.ReplaceElements(s, cur, want[s], drop)
-				}
-			}
-			// The marker's key is owner's: whoever holds it is replaced.
-			// Markers are always looked up, never dumped.
-			b.ReplaceLookedUp(owners, markers, []Element{owner.MarkerWith(record)}, func(Element) bool { return true })
-			return nil
+			r.Replace(b, s, cur, want[s], drop)
 		}
-	}
-	var fast bool
-	err = c.Update(plan(false, &fast))
-	if fast {
-		paths.fast.Add(1)
-	}
-	if err != nil && fast {
-		paths.fallback.Add(1)
-		err = c.Update(plan(true, &fast))
-	}
+		// The marker's key is owner's: whoever holds it is replaced.
+		// Markers are always looked up, never dumped.
+		b.ReplaceLookedUp(owners, r.Markers, []Element{owner.MarkerWith(record)}, func(Element) bool { return true })
+		return nil
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, c.Explain(err, t.Needs...))
 	}
 	return nil
 }
-
-// recorded is what owner's marker among markers says owner has (nil when
-// it has no record, or Recompute cannot read it).
-func (t *TaggedTable) recorded(owner Owner, markers []Element) map[*nftables.Set][]Element {
-	rec, ok := owner.Record(markers)
-	if !ok || t.Recompute == nil {
-		return nil
-	}
-	prev, err := t.Recompute(owner, rec)
-	if err != nil || prev == nil {
-		return nil
-	}
-	return prev
-}
-
-// paths counts the Setups that ended their first Update on a lookup path
-// (fast or recorded), and those of them that had to fall back to the slow
-// one: live tests check with them that the kernel answers lookups as those
-// paths expect (see export_test.go).
-var paths struct{ fast, fallback atomic.Int64 }
 
 // errSlowPath stops a fast-path plan that found it cannot decide alone;
 // Setup then redoes it on the slow path.
@@ -255,7 +152,7 @@ var errSlowPath = errors.New("nftables: fast path cannot decide, reading whole s
 // existed) makes it read whole sets, legacy ones too. Known limit: state
 // written before owner markers existed at all is left to GC.
 func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -270,7 +167,7 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 		if err != nil || !mine {
 			return err
 		}
-		prev := t.recorded(owner, markers)
+		prev := Recorded(owner, markers, t.Recompute)
 		if prev == nil {
 			return removeMatching(tx, t.Table, append(slices.Concat(t.Sets, t.Legacy), owners), owner.OwnedBy)
 		}
@@ -305,7 +202,7 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 
 // GC removes, in ns, everything of network not owned by one of valid.
 func (t *TaggedTable) GC(ns *netns.NS, network string, valid []Owner, what string) error {
-	c, err := t.open(ns)
+	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/golden"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 )
@@ -424,18 +425,7 @@ func Diff(t testing.TB, what, want, got string) {
 	if want == got {
 		return
 	}
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := range max(len(w), len(g)) {
-		var a, b string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			b = g[i]
-		}
-		if a != b {
-			t.Errorf("%s changed, first at line %d:\n  was %s\n  now %s", what, i+1, a, b)
-			return
-		}
+	if n, a, b, ok := golden.FirstDiff(want, got); ok {
+		t.Errorf("%s changed, first at line %d:\n  was %s\n  now %s", what, n, a, b)
 	}
 }

@@ -207,7 +207,9 @@ func ExecOK(t testing.TB, hostNS *netns.NS, plugin string, c Call) string {
 }
 
 // ExecFail runs the call, fails the test unless it exited 1 with an error
-// object on stdout, and returns that object.
+// object on stdout, and returns that object, its message without the
+// kernel's explanations (privtest.WithoutKernelReasons), which differ
+// between kernels.
 func ExecFail(t testing.TB, hostNS *netns.NS, plugin string, c Call) ErrorObject {
 	t.Helper()
 	o := Exec(t, hostNS, plugin, c)
@@ -218,6 +220,7 @@ func ExecFail(t testing.TB, hostNS *netns.NS, plugin string, c Call) ErrorObject
 	if err := json.Unmarshal([]byte(o.Stdout), &e); err != nil {
 		t.Fatalf("%s %s: stdout is not an error object: %q", plugin, c.Command, o.Stdout)
 	}
+	e.Msg = privtest.WithoutKernelReasons(e.Msg)
 	return e
 }
 

@@ -60,6 +60,19 @@ func TestRequireLinkKind(t *testing.T) {
 	}
 }
 
+func TestWithoutKernelReasons(t *testing.T) {
+	for in, want := range map[string]string{
+		`adding address 10.1.0.2/24 to eth0: file exists (ipv4: Address already assigned)`:                                                                `adding address 10.1.0.2/24 to eth0: file exists`,
+		`failed to add route '192.168.0.0/16 via 10.99.0.1 dev eth0 metric 0 (Scope: 0, Table: 0)': network is unreachable (Nexthop has invalid gateway)`: `failed to add route '192.168.0.0/16 via 10.99.0.1 dev eth0 metric 0 (Scope: 0, Table: 0)': network is unreachable`,
+		`failed to restore MTU: invalid argument (mtu greater than device maximum); failed to restore MAC address: x`:                                     `failed to restore MTU: invalid argument; failed to restore MAC address: x`,
+		`no explanation: file exists`: `no explanation: file exists`,
+	} {
+		if got := privtest.WithoutKernelReasons(in); got != want {
+			t.Errorf("WithoutKernelReasons(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestKindMessage: the skip (or failure) for a missing kind says what the
 // kernel needs.
 func TestKindMessage(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 

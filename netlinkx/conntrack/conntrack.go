@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 const (
@@ -58,16 +59,17 @@ func DeleteUDPToPorts(ns *netns.NS, family Family, ports []uint16) (int, error) 
 	}
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
-		return 0, fmt.Errorf("opening conntrack socket: %w", err)
+		return 0, fmt.Errorf("opening conntrack socket: %w", nlerr.Plain(err))
 	}
 	defer c.Close()
+	nlerr.ExtAck(c)
 
 	msgs, err := c.Execute(netlink.Message{
 		Header: netlink.Header{Type: msgType(msgGet), Flags: netlink.Request | netlink.Dump},
 		Data:   nfgenmsg(family),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("listing conntrack entries: %w", err)
+		return 0, fmt.Errorf("listing conntrack entries: %w", nlerr.Plain(err))
 	}
 	want := map[uint16]bool{}
 	for _, p := range ports {
@@ -100,7 +102,7 @@ func DeleteUDPToPorts(ns *netns.NS, family Family, ports []uint16) (int, error) 
 			deleted++
 		case errors.Is(err, unix.ENOENT):
 		default:
-			errs = append(errs, err)
+			errs = append(errs, nlerr.Plain(err))
 		}
 	}
 	if len(errs) > 0 {

@@ -33,9 +33,10 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // Parents and handles (include/uapi/linux/pkt_sched.h).
@@ -100,6 +101,7 @@ func Open(ns *netns.NS) (*Handle, error) {
 	if err != nil {
 		return nil, fail("opening tc socket in "+where, err)
 	}
+	nlerr.ExtAck(raw)
 	return &Handle{raw: raw, ns: where}, nil
 }
 
@@ -111,14 +113,10 @@ func (h *Handle) Close() error {
 	return nil
 }
 
-// fail wraps err for op like netlinkx does: mdlayher's *netlink.OpError is
-// stripped, so Err is the plain errno and its text the kernel's reason.
+// fail wraps err for op as netlinkx does: a *netlinkx.Error whose cause is
+// the kernel's errno with its explanation (nlerr.Plain).
 func fail(op string, err error) error {
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		err = oe.Err
-	}
-	return &netlinkx.Error{Op: op, Err: err}
+	return &netlinkx.Error{Op: op, Err: nlerr.Plain(err)}
 }
 
 // Kernel attribute numbers not in x/sys/unix.
@@ -559,7 +557,7 @@ func decodeMirredRedirect(act []byte) (target int, ok bool, err error) {
 }
 
 // crashAt marks a tc change as a step where the crash-injection suite may
-// kill the process (internal/crashpoint); compiled out of normal builds.
+// kill the process (crashpoint); compiled out of normal builds.
 func crashAt(typ netlink.HeaderType, when string) {
 	if crashpoint.Enabled {
 		name := "RTM_" + strconv.Itoa(int(typ))

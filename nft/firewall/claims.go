@@ -27,7 +27,7 @@ type derived struct {
 }
 
 func same(k []byte) []byte   { return k }
-func double(k []byte) []byte { return concat(k, k) }
+func double(k []byte) []byte { return nft.Concat(k, k) }
 
 func (cs claims) claimed(e nft.Element) []byte {
 	if len(e.Key) < cs.keyLen {

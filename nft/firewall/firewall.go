@@ -171,13 +171,6 @@ func (a Attachment) accepts() []foreign.Accept {
 func mine(match func(comment string) bool) func(comment string) bool { return foreign.Of("", match) }
 
 var (
-	// open dials nf_tables; nil means nft.Open. Golden tests put a fake
-	// here.
-	open nft.Opener
-	// chainExists asks whether a chain exists; golden tests answer from
-	// the fake's state (the fake does not serve NFT_MSG_GETCHAIN).
-	chainExists = (*nft.Tx).ChainExists
-
 	table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 
 	forward    = nft.BaseChain(table, ForwardChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
@@ -203,14 +196,10 @@ var (
 	claimSets = []claims{
 		{set: owners4, keyLen: 4, derived: []derived{{allow4, same}}},
 		{set: owners6, keyLen: 16, derived: []derived{{allow6, same}}},
-		{set: bridgeOwners, keyLen: ifnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
-		{set: isolatedOwners, keyLen: ifnameLen, derived: []derived{{isolatedSelf, double}}},
+		{set: bridgeOwners, keyLen: nft.IfnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
+		{set: isolatedOwners, keyLen: nft.IfnameLen, derived: []derived{{isolatedSelf, double}}},
 	}
 )
-
-// ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
-// padded with NULs.
-const ifnameLen = 16
 
 // ReservedChain reports whether name is one of our own chains, which an
 // admin chain must not be (a jump to itself would be a loop).
@@ -223,26 +212,13 @@ func adminChain(name string) *nftables.Chain {
 	return &nftables.Chain{Table: table, Name: name}
 }
 
-func connOpen(ns *netns.NS) (*nft.Conn, error) {
-	if open != nil {
-		return open(ns)
-	}
-	return nft.Open(ns)
-}
-
 // attachmentID is the second half of a claim's key: 16 characters derived
 // from the owner tag's hashes, so two attachments never claim with the
 // same key. Owner identity is still the comment; the id only keeps keys
 // apart.
 func attachmentID(o nft.Owner) []byte {
 	sum := sha512.Sum512([]byte(nft.NetworkHash(o.Network) + ":" + o.AttachmentHash()))
-	return []byte(hex.EncodeToString(sum[:ifnameLen/2]))
-}
-
-func ifnameKey(name string) []byte {
-	k := make([]byte, ifnameLen)
-	copy(k, name)
-	return k
+	return []byte(hex.EncodeToString(sum[:nft.IfnameLen/2]))
 }
 
 // addrKey is a's key in allow4/allow6 and the set it belongs to.
@@ -264,27 +240,19 @@ func wanted(a Attachment) (map[*nftables.Set][]nft.Element, error) {
 		if v4 {
 			s = owners4
 		}
-		want[s] = append(want[s], nft.Element{Key: concat(k, id), Comment: tag})
+		want[s] = append(want[s], nft.Element{Key: nft.Concat(k, id), Comment: tag})
 	}
 	if a.Policy != PolicyOpen {
-		if a.Bridge == "" || len(a.Bridge) >= ifnameLen {
+		if a.Bridge == "" || len(a.Bridge) >= nft.IfnameLen {
 			return nil, fmt.Errorf("invalid bridge name %q", a.Bridge)
 		}
-		k := concat(ifnameKey(a.Bridge), id)
+		k := nft.Concat(nft.IfnameKey(a.Bridge), id)
 		want[bridgeOwners] = []nft.Element{{Key: k, Comment: tag}}
 		if a.Policy == PolicyIsolated {
 			want[isolatedOwners] = []nft.Element{{Key: k, Comment: tag}}
 		}
 	}
 	return want, nil
-}
-
-func concat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }
 
 func describe(a Attachment) string {
@@ -320,7 +288,7 @@ func Setup(ns *netns.NS, a Attachment) error {
 	if ReservedChain(admin.Name) {
 		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
 	}
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -418,7 +386,7 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) error {
 // remove drops the claims match selects and then runs removeForeign in the
 // same batch.
 func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) error, what string) error {
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -453,7 +421,7 @@ func Check(ns *netns.NS, a Attachment) error {
 		return err
 	}
 	admin := adminChain(a.AdminChain)
-	c, err := connOpen(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -480,7 +448,7 @@ func Check(ns *netns.NS, a Attachment) error {
 		if !slices.Equal(comments, wantComments) {
 			return fmt.Errorf("chain inet %s %s does not hold the firewall's rules", TableName, ForwardChain)
 		}
-		if ok, err := chainExists(tx, admin); err != nil || !ok {
+		if ok, err := tx.ChainExists(admin); err != nil || !ok {
 			if err == nil {
 				err = fmt.Errorf("admin chain inet %s %s not found", TableName, admin.Name)
 			}

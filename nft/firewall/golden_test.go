@@ -20,25 +20,12 @@ import (
 
 var sample, other = nfttest.Sample, nfttest.Other
 
-// use points the package at a fake nf_tables starting from st; chain
-// existence is answered from the fake's chains (the fake does not serve
-// NFT_MSG_GETCHAIN).
+// use points the package at a fake nf_tables starting from st.
 func use(t *testing.T, st nfttest.State) *nfttest.Fake {
 	t.Helper()
 	f := &nfttest.Fake{State: st}
-	nfttest.Use(t, &open, f)
-	old := chainExists
-	chainExists = func(_ *nft.Tx, ch *nftables.Chain) (bool, error) {
-		_, ok := f.State.Chains[chainKey(ch)]
-		return ok, nil
-	}
-	t.Cleanup(func() { chainExists = old })
+	nfttest.Use(t, f)
 	return f
-}
-
-func chainKey(ch *nftables.Chain) string {
-	fam := map[nftables.TableFamily]string{nftables.TableFamilyINet: "inet", nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6"}
-	return fam[ch.Table.Family] + " " + ch.Table.Name + " " + ch.Name
 }
 
 // run runs op, which must succeed, against a fake starting from st.
@@ -93,11 +80,11 @@ func id(o nft.Owner) string { return string(attachmentID(o)) }
 func addr(s string) []byte { k, _ := addrKey(netip.MustParseAddr(s)); return k }
 
 func claim(a string, o nft.Owner) nfttest.Elem {
-	return nfttest.Elem{Key: concat(addr(a), attachmentID(o)), Comment: o.Tag()}
+	return nfttest.Elem{Key: nft.Concat(addr(a), attachmentID(o)), Comment: o.Tag()}
 }
 
 func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
-	return nfttest.Elem{Key: concat(ifnameKey(br), attachmentID(o)), Comment: o.Tag()}
+	return nfttest.Elem{Key: nft.Concat(nft.IfnameKey(br), attachmentID(o)), Comment: o.Tag()}
 }
 
 // existing is a ruleset where Setup ran for sample (10.1.0.5, fd00:1::5,
@@ -122,8 +109,8 @@ func existing() nfttest.State {
 			"inet nftcni_firewall allow6":          {{Key: addr("fd00:1::5"), Comment: s}},
 			"inet nftcni_firewall owners4":         {claim("10.1.0.5", sample), claim("10.1.0.7", other)},
 			"inet nftcni_firewall owners6":         {claim("fd00:1::5", sample)},
-			"inet nftcni_firewall bridges":         {{Key: ifnameKey("br0"), Comment: s}},
-			"inet nftcni_firewall bridge_self":     {{Key: concat(ifnameKey("br0"), ifnameKey("br0")), Comment: s}},
+			"inet nftcni_firewall bridges":         {{Key: nft.IfnameKey("br0"), Comment: s}},
+			"inet nftcni_firewall bridge_self":     {{Key: nft.Concat(nft.IfnameKey("br0"), nft.IfnameKey("br0")), Comment: s}},
 			"inet nftcni_firewall isolated_self":   {},
 			"inet nftcni_firewall bridge_owners":   {bridgeClaim("br0", sample), bridgeClaim("br0", other)},
 			"inet nftcni_firewall isolated_owners": {},

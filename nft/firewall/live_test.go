@@ -33,12 +33,12 @@ func key(s *nftables.Set, e nft.Element) string {
 	case allow4, allow6:
 		return addr(e.Key)
 	case owners4, owners6:
-		n := len(e.Key) - ifnameLen
+		n := len(e.Key) - nft.IfnameLen
 		return addr(e.Key[:n]) + " . " + str(e.Key[n:])
 	case bridges:
 		return str(e.Key)
 	}
-	return str(e.Key[:ifnameLen]) + " . " + str(e.Key[ifnameLen:])
+	return str(e.Key[:nft.IfnameLen]) + " . " + str(e.Key[nft.IfnameLen:])
 }
 
 func addrs(s ...string) []netip.Addr {
@@ -455,7 +455,7 @@ func TestLiveRepair(t *testing.T) {
 			return nil
 		}, "address 10.99.0.5: no element in set inet nftcni_firewall allow4"},
 		{"bridge element", func(tx *nft.Tx) error {
-			tx.Batch().DeleteElements(bridgeSelf, []nft.Element{{Key: concat(ifnameKey("br0"), ifnameKey("br0"))}})
+			tx.Batch().DeleteElements(bridgeSelf, []nft.Element{{Key: nft.Concat(nft.IfnameKey("br0"), nft.IfnameKey("br0"))}})
 			return nil
 		}, `bridge "br0": no element in set inet nftcni_firewall bridge_self`},
 		{"static rule", func(tx *nft.Tx) error {

@@ -33,7 +33,7 @@ var ruleNotes = []string{
 }
 
 func key(name string, mac ...byte) []byte {
-	k := ifnameKey(name)
+	k := nft.IfnameKey(name)
 	if mac != nil {
 		k = append(append(k, mac...), 0, 0)
 	}
@@ -65,7 +65,7 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, nfttest.State{Gen: 1}, func() error {
+	f := nfttest.Run(t, nfttest.State{Gen: 1}, func() error {
 		return Setup(nil, sample, "veth1", sampleMAC)
 	})
 	tag := sample.Tag()
@@ -79,7 +79,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 // Repeating a Setup writes no element, and reads no whole set: the
 // record in the marker gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, sample, "veth1", sampleMAC)
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
@@ -92,7 +92,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // lookups of its keys only.
 func TestGoldenSetupNewOwner(t *testing.T) {
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 9}
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, nfttest.Third, "veth9", mac)
 	})
 	tag := nfttest.Third.Tag()
@@ -113,7 +113,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 func TestGoldenSetupTakeOver(t *testing.T) {
 	newcomer := nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, newcomer, "veth2", mac)
 	})
 	tag := newcomer.Tag()
@@ -133,7 +133,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 }
 
 func TestGoldenTeardown(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Teardown(nil, sample)
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
@@ -149,14 +149,14 @@ func TestGoldenTeardown(t *testing.T) {
 func TestTeardownNothingSendsNothing(t *testing.T) {
 	owner := sample
 	owner.IfName = "eth9"
-	nfttest.SendsNothing(t, &store.Open, existing(),
+	nfttest.SendsNothing(t, existing(),
 		func() error { return Teardown(nil, owner) },
 		func() error { return GC(nil, "mynet", []nft.Owner{sample, other}) })
 }
 
 func TestSetupRejects(t *testing.T) {
 	f := &nfttest.Fake{}
-	nfttest.Use(t, &store.Open, f)
+	nfttest.Use(t, f)
 	for _, tc := range []struct {
 		ifname string
 		mac    net.HardwareAddr

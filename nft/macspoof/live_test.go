@@ -20,9 +20,9 @@ import (
 
 // live reads our table and sets back, elements as nft lists them.
 var live = nfttest.Live{Table: table, Sets: sets, Key: func(_ *nftables.Set, e nft.Element) string {
-	s := `"` + strings.TrimRight(string(e.Key[:ifnameLen]), "\x00") + `"`
-	if len(e.Key) > ifnameLen {
-		s += " . " + net.HardwareAddr(e.Key[ifnameLen:ifnameLen+6]).String()
+	s := `"` + strings.TrimRight(string(e.Key[:nft.IfnameLen]), "\x00") + `"`
+	if len(e.Key) > nft.IfnameLen {
+		s += " . " + net.HardwareAddr(e.Key[nft.IfnameLen:nft.IfnameLen+6]).String()
 	}
 	return s
 }}
@@ -64,7 +64,7 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 	}
 	defer conn.Close()
 	if err := conn.Update(func(tx *nft.Tx) error {
-		tx.Batch().AddElements(guarded, []nft.Element{{Key: ifnameKey("uplink")}})
+		tx.Batch().AddElements(guarded, []nft.Element{{Key: nft.IfnameKey("uplink")}})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestLiveForeignTableUntouched(t *testing.T) {
 	}
 	ft := g.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
 	fs := &nftables.Set{Table: ft, Name: "guarded", KeyType: nftables.TypeIFName}
-	if err := g.AddSet(fs, []nftables.SetElement{{Key: ifnameKey("veth1"), Comment: o.Tag()}}); err != nil {
+	if err := g.AddSet(fs, []nftables.SetElement{{Key: nft.IfnameKey("veth1"), Comment: o.Tag()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Flush(); err != nil {

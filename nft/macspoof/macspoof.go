@@ -73,7 +73,6 @@ const (
 
 var (
 	// store is the component: the table, chain, sets and rules below.
-	// Golden tests set its Open to a fake nf_tables.
 	// Take-over is by port name whatever the MAC, which a lookup of the
 	// wanted (port . MAC) cannot find: see nft.TaggedTable.
 	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules, Recompute: recompute, TakeOverByPrefix: true}
@@ -93,10 +92,6 @@ var (
 	sets = []*nftables.Set{guarded, allowed}
 )
 
-// ifnameLen is IFNAMSIZ: nft compares interface names as 16-byte strings
-// padded with NULs.
-const ifnameLen = 16
-
 // Setup drops frames entering the bridge from hostIf (the host veth) whose
 // source MAC is not mac, owned by owner, in ns (nil: own namespace). It is
 // idempotent; a Setup of the same owner replaces its previous port and MAC.
@@ -106,28 +101,28 @@ func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	port := ifnameKey(hostIf)
+	port := nft.IfnameKey(hostIf)
 	// Besides the owner's own elements from before, anyone's for this port
 	// is taken over (the first 16 bytes of both sets' keys are the port
 	// name).
 	return store.Setup(ns, owner, want, hostIf+" "+mac.String(), func(_ *nftables.Set, e nft.Element) bool {
-		return len(e.Key) >= ifnameLen && string(e.Key[:ifnameLen]) == string(port)
+		return len(e.Key) >= nft.IfnameLen && string(e.Key[:nft.IfnameLen]) == string(port)
 	}, what)
 }
 
 // elements are owner's elements for hostIf and mac.
 func elements(owner nft.Owner, hostIf string, mac net.HardwareAddr) (map[*nftables.Set][]nft.Element, error) {
-	if hostIf == "" || len(hostIf) >= ifnameLen {
+	if hostIf == "" || len(hostIf) >= nft.IfnameLen {
 		return nil, fmt.Errorf("invalid interface name %q", hostIf)
 	}
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("not an Ethernet address: %q", mac.String())
 	}
 	tag := owner.Tag()
-	port := ifnameKey(hostIf)
+	port := nft.IfnameKey(hostIf)
 	return map[*nftables.Set][]nft.Element{
 		guarded: {{Key: port, Comment: tag}},
-		allowed: {{Key: concat(port, mac, []byte{0, 0}), Comment: tag}},
+		allowed: {{Key: nft.Concat(port, mac, []byte{0, 0}), Comment: tag}},
 	}, nil
 }
 
@@ -155,20 +150,6 @@ func Teardown(ns *netns.NS, owner nft.Owner) error {
 // GC removes everything of network not owned by one of valid.
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
 	return store.GC(ns, network, valid, fmt.Sprintf("collecting stale MAC spoof checks of network %s", network))
-}
-
-func ifnameKey(name string) []byte {
-	k := make([]byte, ifnameLen)
-	copy(k, name)
-	return k
-}
-
-func concat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }
 
 // Registers as nft numbers them: the 16-byte interface name fills register

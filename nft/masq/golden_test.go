@@ -95,7 +95,7 @@ func existing() nfttest.State {
 
 func TestGoldenSetupFresh(t *testing.T) {
 	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
-	f := nfttest.Run(t, &store.Open, nfttest.State{Gen: 7}, func() error {
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error {
 		return Setup(nil, sample, addrs)
 	})
 	tag := sample.Tag()
@@ -116,7 +116,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 // and writes no rule and no element; the record in the marker makes it
 // look up the owner's elements instead of reading whole sets.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
@@ -130,7 +130,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 func TestSetupAgainWithoutRecord(t *testing.T) {
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, &store.Open, st, func() error {
+	f := nfttest.Run(t, st, func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	if d := f.Dumps(); len(d) != len(sets) {
@@ -147,7 +147,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 // path) reads only the wanted keys, one lookup each, and adds its
 // elements and marker.
 func TestGoldenSetupNewOwner(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
 	})
 	tag := third.Tag()
@@ -168,7 +168,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // The fast path finds another owner's element for the same address by
 // looking its key up, and takes it over.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
 	})
 	tag := third.Tag()
@@ -194,7 +194,7 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 	} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(errno)}
-			nfttest.Use(t, &store.Open, f)
+			nfttest.Use(t, f)
 			if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 	st := existing()
 	delete(st.Sets, "inet nftcni_masq owners") // an older nftcni's table
-	f := nfttest.Run(t, &store.Open, st, func() error {
+	f := nfttest.Run(t, st, func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	for _, m := range f.Only(t) {
@@ -236,7 +236,7 @@ func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 func TestGoldenSetupRestoresPolicy(t *testing.T) {
 	st := existing()
 	st.Policies = map[string]uint32{"inet nftcni_masq postrouting": uint32(nftables.ChainPolicyDrop)}
-	f := nfttest.Run(t, &store.Open, st, func() error {
+	f := nfttest.Run(t, st, func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_policy", f.Only(t), setupNotes)
@@ -246,7 +246,7 @@ func TestGoldenSetupRestoresPolicy(t *testing.T) {
 // (looked up from the record of the previous one), and leaves the other
 // owner's alone.
 func TestGoldenSetupReplace(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	tag := sample.Tag()
@@ -266,7 +266,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 // Teardown looks up the elements its marker's record gives and deletes
 // them with the marker: no set is read whole.
 func TestGoldenTeardown(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return Teardown(nil, sample)
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
@@ -288,7 +288,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 	st.Sets["inet nftcni_masq exempt4"] = []nfttest.Elem{
 		{Key: []byte{10, 1, 0, 0, 10, 1, 0, 5}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, &store.Open, st, func() error {
+	f := nfttest.Run(t, st, func() error {
 		return Teardown(nil, sample)
 	})
 	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
@@ -302,7 +302,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
-	f := nfttest.Run(t, &store.Open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		return GC(nil, "mynet", []nft.Owner{sample})
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
@@ -316,7 +316,7 @@ func TestGoldenGC(t *testing.T) {
 func TestTeardownNothingSendsNothing(t *testing.T) {
 	owner := sample
 	owner.ContainerID = "absent"
-	nfttest.SendsNothing(t, &store.Open, existing(),
+	nfttest.SendsNothing(t, existing(),
 		func() error { return Teardown(nil, owner) },
 		func() error { return GC(nil, "othernet", nil) })
 }
@@ -325,7 +325,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
-	nfttest.Use(t, &store.Open, f)
+	nfttest.Use(t, f)
 	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 
 func TestSetupGivesUp(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
-	nfttest.Use(t, &store.Open, f)
+	nfttest.Use(t, f)
 	err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	if err == nil {
 		t.Fatal("Setup succeeded against a ruleset that always changes")
@@ -349,7 +349,7 @@ func TestSetupGivesUp(t *testing.T) {
 
 func TestSetupRejectsBadAddress(t *testing.T) {
 	f := &nfttest.Fake{}
-	nfttest.Use(t, &store.Open, f)
+	nfttest.Use(t, f)
 	if err := Setup(nil, sample, []netip.Prefix{{}}); err == nil {
 		t.Fatal("invalid prefix accepted")
 	}

@@ -124,7 +124,6 @@ const (
 
 var (
 	// store is the component: the table, chain, sets and rules below.
-	// Golden tests set its Open to a fake nf_tables.
 	store = &nft.TaggedTable{Table: table, Chain: chain, Sets: sets, Rules: rules,
 		Chains: subnetChains, Recompute: recompute, Legacy: legacy}
 
@@ -303,7 +302,7 @@ func rules() []nft.StaticRule {
 		{
 			// ip daddr 224.0.0.0/4 return
 			Comment: "nftcni masq v2: multicast",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV4),
+			Exprs: slices.Concat(is(unix.NFPROTO_IPV4),
 				load(ip4Dst, 1, reg1),
 				[]expr.Any{
 					&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 1, Mask: []byte{0xf0}, Xor: []byte{0}},
@@ -314,7 +313,7 @@ func rules() []nft.StaticRule {
 		{
 			// ip6 daddr ff00::/8 return
 			Comment: "nftcni masq v2: multicast6",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
+			Exprs: slices.Concat(is(unix.NFPROTO_IPV6),
 				load(ip6Dst, 1, reg1),
 				[]expr.Any{
 					&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{0xff}},
@@ -324,14 +323,14 @@ func rules() []nft.StaticRule {
 		{
 			// ip saddr vmap @src4
 			Comment: "nftcni masq v2: sources",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV4),
+			Exprs: slices.Concat(is(unix.NFPROTO_IPV4),
 				load(ip4Src, 4, reg1),
 				[]expr.Any{&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: src4.Name}}),
 		},
 		{
 			// ip6 saddr vmap @src6
 			Comment: "nftcni masq v2: sources6",
-			Exprs: concatExprs(is(unix.NFPROTO_IPV6),
+			Exprs: slices.Concat(is(unix.NFPROTO_IPV6),
 				load(ip6Src, 16, reg1),
 				[]expr.Any{&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: src6.Name}}),
 		},
@@ -352,7 +351,7 @@ func subnetRules(v4 bool, bits int) []nft.StaticRule {
 		{
 			// ip saddr . ip daddr & <mask> @local4 return
 			Comment: fmt.Sprintf("nftcni masq v2: own /%d subnet", bits),
-			Exprs: concatExprs(load(src, n, reg1), load(dst, n, after),
+			Exprs: slices.Concat(load(src, n, reg1), load(dst, n, after),
 				[]expr.Any{
 					&expr.Bitwise{SourceRegister: after, DestRegister: after, Len: n, Mask: mask, Xor: make([]byte, n)},
 					&expr.Lookup{SourceRegister: reg1, SetName: set},
@@ -379,12 +378,4 @@ func is(proto byte) []expr.Any {
 // load copies n bytes at off of the network header into reg.
 func load(off, n, reg uint32) []expr.Any {
 	return []expr.Any{&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}}
-}
-
-func concatExprs(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }

@@ -224,7 +224,7 @@ func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, 
 // chain.
 func TestGoldenSetupFresh(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
@@ -274,7 +274,7 @@ func TestGoldenSetupFresh6(t *testing.T) {
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
 	}
 	writes := fakeSysctls(t, map[string]string{})
-	f := nfttest.Run(t, &open, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, hairpinNotes("ip6", 64, "ffff:ffff:ffff:ffff::"), []string{
 		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
@@ -291,7 +291,7 @@ func TestGoldenSetupFresh6(t *testing.T) {
 // no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, existing(), func() error { return Setup(nil, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
@@ -310,7 +310,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, &open, st, func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, st, func() error { return Setup(nil, web) })
 	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
 		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
 	}
@@ -334,7 +334,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		Localnet:  []string{"cni0"},
 	}
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
@@ -372,7 +372,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	// The localnet record is per attachment: sample's stays (until its
 	// DEL or GC) beside the new one.
@@ -410,7 +410,7 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 		Localnet:  []string{"cni0"},
 	}
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, &open, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
 	tag := nfttest.Third.Tag()
 	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
 	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
@@ -436,7 +436,7 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 func TestSetupFallsBackToSlowPath(t *testing.T) {
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
-	nfttest.Use(t, &open, f)
+	nfttest.Use(t, f)
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
@@ -457,7 +457,7 @@ func TestConflictSendsNothing(t *testing.T) {
 	s.Owner = nft.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
 	s.Mappings = []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("10.88.0.9:53")}}
 	f := &nfttest.Fake{State: existing()}
-	nfttest.Use(t, &open, f)
+	nfttest.Use(t, f)
 	err := Setup(nil, s)
 	var ce *ConflictError
 	if !errors.As(err, &ce) || ce.HostPort != 5353 || ce.Proto != unix.IPPROTO_UDP || ce.Holder != other.Tag() {
@@ -477,7 +477,7 @@ func TestConflictSendsNothing(t *testing.T) {
 func TestGoldenTeardown(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
-	f := nfttest.Run(t, &open, existing(), func() (err error) {
+	f := nfttest.Run(t, existing(), func() (err error) {
 		removed, err = Teardown(nil, other, nil)
 		return err
 	})
@@ -505,7 +505,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
 		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, &open, st, func() error {
+	f := nfttest.Run(t, st, func() error {
 		_, err := Teardown(nil, sample, nil)
 		return err
 	})
@@ -529,7 +529,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 // batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, &open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		_, err := GC(nil, sample.Network, []nft.Owner{other})
 		return err
 	})
@@ -562,7 +562,7 @@ func TestTeardownRestoreFails(t *testing.T) {
 			fakeSysctls(t, map[string]string{})
 			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
 			var removed Removed
-			f := nfttest.Run(t, &open, existing(), func() (err error) {
+			f := nfttest.Run(t, existing(), func() (err error) {
 				removed, err = Teardown(nil, sample, nil)
 				return err
 			})
@@ -622,18 +622,18 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent.ContainerID = "absent"
 	// An owner without a marker has no accepts in iptables-nft's chains:
 	// they are not read.
-	f := nfttest.Run(t, &open, existing(), func() error {
+	f := nfttest.Run(t, existing(), func() error {
 		_, err := Teardown(nil, absent, nil)
 		return err
 	})
 	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
 		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
 	}
-	nfttest.SendsNothing(t, &open, existing(), func() error {
+	nfttest.SendsNothing(t, existing(), func() error {
 		_, err := Teardown(nil, absent, nil)
 		return err
 	})
-	nfttest.SendsNothing(t, &open, nfttest.State{Gen: 1}, func() error {
+	nfttest.SendsNothing(t, nfttest.State{Gen: 1}, func() error {
 		_, err := Teardown(nil, absent, nil)
 		return err
 	})
@@ -644,7 +644,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 // plans, so a record that disagrees with the elements fails Check.
 func TestCheckRecord(t *testing.T) {
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	nfttest.Use(t, &open, &nfttest.Fake{State: existing()})
+	nfttest.Use(t, &nfttest.Fake{State: existing()})
 	if err := Check(nil, web); err != nil {
 		t.Errorf("Check of existing(): %v", err)
 	}
@@ -653,7 +653,7 @@ func TestCheckRecord(t *testing.T) {
 		nfttest.MarkerWith(sample, "ncni0 l10.88.0.5 h10.88.0.5/24 6:8080>10.88.0.5:80"),
 		nfttest.MarkerWith(other, record(otherSpec)),
 	}
-	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	nfttest.Use(t, &nfttest.Fake{State: st})
 	if err := Check(nil, web); err != nil {
 		t.Errorf("Check with a record in another order: %v", err)
 	}
@@ -661,7 +661,7 @@ func TestCheckRecord(t *testing.T) {
 	stale.Mappings = []Mapping{{HostPort: 9999, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	st = existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.MarkerWith(sample, record(stale)), nfttest.MarkerWith(other, record(otherSpec))}
-	nfttest.Use(t, &open, &nfttest.Fake{State: st})
+	nfttest.Use(t, &nfttest.Fake{State: st})
 	want := `owner marker in ip nftcni_portmap set "owners": record "` + record(stale) + `" does not match the elements of map "ports"`
 	if err := Check(nil, web); err == nil || err.Error() != want {
 		t.Errorf("Check with a stale record: %v\nwant %s", err, want)

@@ -75,7 +75,7 @@ func localnetSysctl(ifName string) string { return "net/ipv4/conf/" + ifName + "
 
 // localnetRecord is owner's record of using ifName.
 func localnetRecord(ifName string, owner nft.Owner) nft.Element {
-	return nft.Element{Key: nft.Concat(ifname(ifName), []byte(owner.AttachmentHash())), Comment: owner.Tag()}
+	return nft.Element{Key: nft.Concat(nft.IfnameKey(ifName), []byte(owner.AttachmentHash())), Comment: owner.Tag()}
 }
 
 // recordIface is the interface a localnet record is for.
@@ -86,7 +86,7 @@ func recordIface(e nft.Element) string {
 	return string(bytes.TrimRight(e.Key[:16], "\x00"))
 }
 
-func priorKey(ifName string) []byte { return ifname(ifName) }
+func priorKey(ifName string) []byte { return nft.IfnameKey(ifName) }
 
 // localnetPlan adds to tx's batch what keeps localnet_prior in step with a
 // batch after which the interfaces in users carry localnet records, wanted

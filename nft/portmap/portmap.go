@@ -263,9 +263,6 @@ var (
 	fam4 = newFamily(false)
 	fam6 = newFamily(true)
 	fams = []*family{fam4, fam6}
-
-	// open dials nf_tables; golden tests replace it with a fake.
-	open nft.Opener = nft.Open
 )
 
 func newFamily(v6 bool) *family {
@@ -466,22 +463,18 @@ func specOf(owner nft.Owner, rec string) (Spec, error) {
 	return s, nil
 }
 
-// recorded is what the record in owner's marker among markers says the
-// owner has, per set (nil: no record, or one that does not read).
-func recorded(owner nft.Owner, markers []nft.Element) map[*nftables.Set][]nft.Element {
-	rec, ok := owner.Record(markers)
-	if !ok {
-		return nil
-	}
+// recompute reads the record in owner's marker back as what the owner
+// has, per set (see nft.Recorded).
+func recompute(owner nft.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
 	s, err := specOf(owner, rec)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	p, err := plan(s)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return p.elems
+	return p.elems, nil
 }
 
 // displacedLocal are the hairpin_local keys that go with the hairpins
@@ -646,20 +639,21 @@ func (p *planned) families() []*family {
 // owners' chains included) and fails with the reference's "unable to
 // enable route_localnet: …".
 //
-// Per table, like nft.TaggedTable.Setup: when the table exists and holds
-// no marker of s.Owner (every first ADD), the fast path reads only the
-// elements with the wanted keys (nft.Tx.Lookup) — which is what conflicts
-// and take-overs need, the owner having nothing else — and no conditional
-// rules, and adds with NLM_F_EXCL (nft.Batch.ReplaceLookedUp); with the
-// marker, the slow path reads whole sets and the chain.
-// If anything but a conflict fails on the fast path, Setup runs once more
-// on the slow path, the reference semantics.
+// Per table, it reads what is there as nft.TaggedTable.Setup does (an
+// nft.OwnerRead): when the table exists and holds no marker of s.Owner
+// (every first ADD), the fast path reads only the elements with the wanted
+// keys — which is what conflicts and take-overs need, the owner having
+// nothing else — and no conditional rules; with a marker carrying a
+// record, the recorded path looks up the record's keys too; with a marker
+// without one, the slow path reads whole sets and the chain. If anything
+// but a conflict or route_localnet fails on a lookup path, Setup runs once
+// more on the slow path, the reference semantics.
 func Setup(ns *netns.NS, s Spec) error {
 	p, err := plan(s)
 	if err != nil {
 		return fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
 	}
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -667,173 +661,144 @@ func Setup(ns *netns.NS, s Spec) error {
 	active := p.families()
 	marker := []nft.Element{s.Owner.MarkerWith(record(s))}
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
-	update := func(slowOnly bool, fast *bool) func(tx *nft.Tx) error {
-		return func(tx *nft.Tx) error {
-			*fast = false
-			b := tx.Batch()
-			// changed: the owner's elements or rules change, and so
-			// its foreign rules are rewritten.
-			changed := false
-			// owned: the owner has a marker in one of the tables. Without
-			// one it has no rules in other owners' chains either: they are
-			// written and removed in the same batches as its marker.
-			owned := false
-			for _, f := range fams {
-				exists, err := tx.TableExists(f.table)
-				if err != nil {
-					return err
-				}
-				wanted := slices.Contains(active, f)
-				if !exists && !wanted {
-					continue // nothing of ours to remove, nothing to add
-				}
-				var markers []nft.Element
-				var prev map[*nftables.Set][]nft.Element // the record's elements: recorded path
-				slow := true
-				if exists {
-					var mine bool
-					if markers, mine, err = tx.OwnerMarker(f.table, s.Owner); err != nil {
-						return err
-					}
-					owned = owned || mine
-					if mine && !slowOnly {
-						prev = recorded(s.Owner, markers)
-					}
-					slow = slowOnly || (mine && prev == nil)
-					*fast = *fast || !slow
-					if !slow && !mine && !wanted {
-						continue // the owner has nothing here and wants nothing
-					}
-				}
-				if wanted {
-					if err := ensureStatic(tx, f); err != nil {
-						return err
-					}
-					for _, ch := range hairpinChains(f, p.elems[f.hairpins]) {
-						bits, ok := chainBits(ch.Name)
-						if !ok {
-							continue
-						}
-						if err := tx.EnsureChain(ch); err != nil {
-							return err
-						}
-						if err := tx.EnsureRules(ch, hairpinRules(f, bits)); err != nil {
-							return err
-						}
-					}
-				}
-				before := b.Len()
-				// leaving: the record has localnet records this Setup
-				// drops (the attachment now routes elsewhere); whether
-				// their interfaces get route_localnet back depends on
-				// everyone's records, so localnet is read whole.
-				leaving := prev != nil && f.localnet != nil && departs(prev[f.localnet], p.elems[f.localnet])
-				var localnetUsers map[string]bool
-				var displaced []nft.Element // hairpin_local keys of the hairpins replaced
-				for _, set := range f.sets() {
-					want := p.elems[set]
-					var cur []nft.Element
-					switch {
-					case !exists:
-					case slow || (set == f.localnet && leaving):
-						cur, err = tx.Elements(set)
-					default:
-						keys := append(slices.Clip(want), prev[set]...)
-						if set == f.hairpinLocal {
-							keys = append(keys, displaced...)
-						}
-						cur, err = tx.Lookup(set, keys)
-						cur = nft.UniqueElements(cur)
-					}
-					if err != nil {
-						return err
-					}
-					if err := conflicts(f, set, cur, want, s.Owner); err != nil {
-						return err
-					}
-					drop := func(e nft.Element) bool {
-						// Address sets: the newest attachment of an address wins (a
-						// stale element of a missed DEL must not block it).
-						return s.Owner.OwnedBy(e.Comment) || (!f.isPortMap(set) && f.sameAddress(set, e, want))
-					}
-					if exists && !slow {
-						b.ReplaceLookedUp(set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
-					} else {
-						b.ReplaceElements(set, cur, want, drop)
-					}
-					switch set {
-					case f.hairpins:
-						displaced = displacedLocal(cur, want, drop)
-					case f.localnet:
-						localnetUsers = usersAfter(cur, want, drop)
-					}
-				}
-				if f.localnetPrior != nil {
-					// The fast path saw only the wanted keys: it adds records
-					// and removes none, so it only needs to know which of its
-					// interfaces have a prior value already.
-					var priors []nft.Element
-					complete := !exists || slow || leaving
-					switch {
-					case !exists:
-					case complete:
-						priors, err = tx.Elements(f.localnetPrior)
-					default:
-						var keys []nft.Element
-						for _, name := range p.localnet {
-							keys = append(keys, nft.Element{Key: priorKey(name)})
-						}
-						priors, err = tx.Lookup(f.localnetPrior, keys)
-					}
-					if err != nil {
-						return err
-					}
-					// A restore that fails here (another interface the owner
-					// left) keeps its prior value for Teardown or GC to retry.
-					if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, complete); err != nil {
-						return err
-					}
-				}
-				if err := replaceRules(tx, f, s.Owner, p.rules[f], exists && slow); err != nil {
-					return err
-				}
-				changed = changed || b.Len() > before
-				// The marker goes with state: kept while the owner has some
-				// here, removed with the last of it.
-				var wantMarker []nft.Element
-				if wanted {
-					wantMarker = marker
-				}
-				b.ReplaceLookedUp(f.owners, markers, wantMarker, func(e nft.Element) bool {
-					return wanted || s.Owner.OwnedBy(e.Comment)
-				})
-			}
-			for _, ch := range chains(s.AcceptChains) {
-				// iptables-nft's chains, which every Teardown cleans, are
-				// not read for an owner without state (every first ADD):
-				// reading one costs in proportion to everyone's rules in
-				// it. A named chain may hold rules a Teardown with another
-				// configuration left there, and is read.
-				var err error
-				if !owned && !slowOnly && ch.Iptables {
-					err = foreign.Insert(tx, ch, mark, s.accepts())
-				} else {
-					err = foreign.Sync(tx, ch, mark, s.accepts(), changed)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	var fast bool
-	err = c.Update(update(false, &fast))
 	var ce *ConflictError
 	var le *localnetError
-	if err != nil && fast && !errors.As(err, &ce) && !errors.As(err, &le) {
-		err = c.Update(update(true, &fast))
-	}
+	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+		b := tx.Batch()
+		// changed: the owner's elements or rules change, and so
+		// its foreign rules are rewritten.
+		changed := false
+		// owned: the owner has a marker in one of the tables. Without
+		// one it has no rules in other owners' chains either: they are
+		// written and removed in the same batches as its marker.
+		owned := false
+		for _, f := range fams {
+			wanted := slices.Contains(active, f)
+			r, err := tx.ReadOwner(f.table, s.Owner, slowOnly, recompute)
+			if err != nil {
+				return err
+			}
+			if !r.Exists && !wanted {
+				continue // nothing of ours to remove, nothing to add
+			}
+			owned = owned || r.Mine
+			*lookups = *lookups || r.Lookups()
+			if r.Lookups() && !r.Mine && !wanted {
+				continue // the owner has nothing here and wants nothing
+			}
+			if wanted {
+				if err := ensureStatic(tx, f); err != nil {
+					return err
+				}
+				for _, ch := range hairpinChains(f, p.elems[f.hairpins]) {
+					bits, ok := chainBits(ch.Name)
+					if !ok {
+						continue
+					}
+					if err := tx.EnsureChain(ch); err != nil {
+						return err
+					}
+					if err := tx.EnsureRules(ch, hairpinRules(f, bits)); err != nil {
+						return err
+					}
+				}
+			}
+			before := b.Len()
+			// leaving: the record has localnet records this Setup
+			// drops (the attachment now routes elsewhere); whether
+			// their interfaces get route_localnet back depends on
+			// everyone's records, so localnet is read whole.
+			leaving := r.Prev != nil && f.localnet != nil && departs(r.Prev[f.localnet], p.elems[f.localnet])
+			var localnetUsers map[string]bool
+			var displaced []nft.Element // hairpin_local keys of the hairpins replaced
+			for _, set := range f.sets() {
+				want := p.elems[set]
+				var cur []nft.Element
+				switch {
+				case r.Lookups() && set == f.localnet && leaving:
+					cur, err = tx.Elements(set)
+				case set == f.hairpinLocal:
+					cur, err = r.Read(tx, set, want, displaced...)
+				default:
+					cur, err = r.Read(tx, set, want)
+				}
+				if err != nil {
+					return err
+				}
+				if err := conflicts(f, set, cur, want, s.Owner); err != nil {
+					return err
+				}
+				drop := func(e nft.Element) bool {
+					// Address sets: the newest attachment of an address wins (a
+					// stale element of a missed DEL must not block it).
+					return s.Owner.OwnedBy(e.Comment) || (!f.isPortMap(set) && f.sameAddress(set, e, want))
+				}
+				r.Replace(b, set, cur, want, drop) // see nft.Batch.ReplaceLookedUp
+				switch set {
+				case f.hairpins:
+					displaced = displacedLocal(cur, want, drop)
+				case f.localnet:
+					localnetUsers = usersAfter(cur, want, drop)
+				}
+			}
+			if f.localnetPrior != nil {
+				// The fast path saw only the wanted keys: it adds records
+				// and removes none, so it only needs to know which of its
+				// interfaces have a prior value already.
+				var priors []nft.Element
+				complete := !r.Lookups() || leaving
+				switch {
+				case !r.Exists:
+				case complete:
+					priors, err = tx.Elements(f.localnetPrior)
+				default:
+					var keys []nft.Element
+					for _, name := range p.localnet {
+						keys = append(keys, nft.Element{Key: priorKey(name)})
+					}
+					priors, err = tx.Lookup(f.localnetPrior, keys)
+				}
+				if err != nil {
+					return err
+				}
+				// A restore that fails here (another interface the owner
+				// left) keeps its prior value for Teardown or GC to retry.
+				if _, err := localnetPlan(tx, ns, priors, localnetUsers, p.localnet, complete); err != nil {
+					return err
+				}
+			}
+			if err := replaceRules(tx, f, s.Owner, p.rules[f], r.Whole()); err != nil {
+				return err
+			}
+			changed = changed || b.Len() > before
+			// The marker goes with state: kept while the owner has some
+			// here, removed with the last of it.
+			var wantMarker []nft.Element
+			if wanted {
+				wantMarker = marker
+			}
+			b.ReplaceLookedUp(f.owners, r.Markers, wantMarker, func(e nft.Element) bool {
+				return wanted || s.Owner.OwnedBy(e.Comment)
+			})
+		}
+		for _, ch := range chains(s.AcceptChains) {
+			// iptables-nft's chains, which every Teardown cleans, are
+			// not read for an owner without state (every first ADD):
+			// reading one costs in proportion to everyone's rules in
+			// it. A named chain may hold rules a Teardown with another
+			// configuration left there, and is read.
+			var err error
+			if !owned && !slowOnly && ch.Iptables {
+				err = foreign.Insert(tx, ch, mark, s.accepts())
+			} else {
+				err = foreign.Sync(tx, ch, mark, s.accepts(), changed)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(err error) bool { return !errors.As(err, &ce) && !errors.As(err, &le) })
 	switch {
 	case errors.As(err, &ce):
 		return err // our decision, nothing for the kernel to explain
@@ -992,7 +957,7 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
 // the tables; for a Teardown, owner is the owner (whose marker may spare
 // reading whole sets).
 func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return Removed{}, err
 	}
@@ -1019,7 +984,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 					continue // nothing of the owner's here
 				}
 				owned = true
-				prev = recorded(*owner, markers)
+				prev = nft.Recorded(*owner, markers, recompute)
 			}
 			// The owners set is last: a marker goes with the owner's
 			// other elements (and is not counted in Removed.Elements).
@@ -1114,7 +1079,7 @@ func Check(ns *netns.NS, s Spec) error {
 	if err != nil {
 		return err
 	}
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -1142,7 +1107,7 @@ func Check(ns *netns.NS, s Spec) error {
 // conditional rules reaches (what those rules forward is not decoded), so
 // such chains are not checked.
 func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
-	c, err := open(ns)
+	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -1311,7 +1276,7 @@ func checkRecord(f *family, owner nft.Owner, markers []nft.Element, p *planned) 
 	if !ok {
 		return nil
 	}
-	elems := recorded(owner, markers)
+	elems := nft.Recorded(owner, markers, recompute)
 	if elems == nil {
 		return fmt.Errorf("owner marker in %s %s set %q: record %q does not read", familyName(f), TableName, f.owners.Name, rec)
 	}

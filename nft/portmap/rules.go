@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -118,14 +119,14 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 	case f.postrouting:
 		rules := []nft.StaticRule{
 			// ct status dnat ip daddr vmap @hairpins
-			{Comment: cmtHairpin, Exprs: cat(ctStatusDNAT(true), []expr.Any{
+			{Comment: cmtHairpin, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
 				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
 				&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.hairpins.Name},
 			})},
 		}
 		if f.localhost != nil {
 			// ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
-			rules = append(rules, nft.StaticRule{Comment: cmtLocalhost, Exprs: cat(ctStatusDNAT(true), []expr.Any{
+			rules = append(rules, nft.StaticRule{Comment: cmtLocalhost, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
 				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
 				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 4},
@@ -137,10 +138,10 @@ func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
 	case f.input:
 		// iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8
 		//   ct state != { established, related } ct status != dnat drop
-		return []nft.StaticRule{{Comment: cmtGuard, Exprs: cat(
+		return []nft.StaticRule{{Comment: cmtGuard, Exprs: slices.Concat(
 			[]expr.Any{
 				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ifname("lo")},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: nft.IfnameKey("lo")},
 				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
 				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
@@ -239,22 +240,6 @@ func ctStatusDNAT(was bool) []expr.Any {
 	}
 }
 
-// ifname is an interface name as the kernel compares it: IFNAMSIZ bytes,
-// NUL-padded.
-func ifname(n string) []byte {
-	b := make([]byte, unix.IFNAMSIZ)
-	copy(b, n)
-	return b
-}
-
-func cat(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // CondField is what a Condition tests.
 type CondField int
 
@@ -332,7 +317,7 @@ func condExprs(f *family, c Condition) ([]expr.Any, error) {
 		}
 		return []expr.Any{
 			&expr.Meta{Key: key, Register: reg1},
-			&expr.Cmp{Op: op, Register: reg1, Data: ifname(c.Name)},
+			&expr.Cmp{Op: op, Register: reg1, Data: nft.IfnameKey(c.Name)},
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown condition field %d", c.Field)

@@ -23,9 +23,10 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the bandwidth plugin. GC collects IFB devices of attachments
@@ -83,10 +84,6 @@ func hashName(s string) string {
 // network and attachment, from anyone else's: names are one-way hashes.
 const aliasPrefix = "nftcni bandwidth "
 
-func owner(network string, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
 // errNotChained is the error of ADD without prevResult.
 var errNotChained = errors.New("must be called as chained plugin")
 
@@ -106,17 +103,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	result := conf.prev.Clone()
 
-	ctrNS, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return nil, err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer hh.Close()
-	host, err := hostVeth(ctrNS, hh, a.IfName, result.Interfaces)
+	host, err := hostVeth(hc, hh, a.IfName, result.Interfaces)
 	if err != nil {
 		return nil, err
 	}
@@ -131,25 +128,16 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	// A failed ADD takes back what it did, last first.
-	var undo []func() error
-	defer func() {
-		if err == nil {
-			return
-		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if uerr := undo[i](); uerr != nil {
-				a.Logf("bandwidth: rolling back: %v", uerr)
-			}
-		}
-	}()
+	undo := rollback.New("bandwidth", a)
+	defer undo.End(&err)
 
 	if bw.IngressRate > 0 && bw.IngressBurst > 0 {
 		t := tbfFor(bw.IngressRate, bw.IngressBurst, tick)
 		warnSmallBurst(a, "ingressBurst", bw.IngressBurst, host)
 		if err := q.AddTBF(host.Index, qdisc.Root, tbfHandle, t); err != nil {
-			return nil, fmt.Errorf("create qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create qdisc: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error {
+		undo.Push("", func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "tbf", Handle: tbfHandle, Parent: qdisc.Root})
 		})
 	}
@@ -162,12 +150,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			Name:  name,
 			MTU:   host.MTU,
 			Up:    true, // tx queue length 0, as the reference
-			Alias: aliasPrefix + owner(conf.Name, a).Tag(),
+			Alias: aliasPrefix + ownertag.Of(conf.Name, a).Tag(),
 		}
 		if err := hh.AddIFB(spec); err != nil {
-			return nil, fmt.Errorf("adding link: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("adding link: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error { return deleteLink(hh, name) })
+		undo.Push("", func() error { return deleteLink(hh, name) })
 		ifb, err := hh.LinkByName(name)
 		if err != nil {
 			return nil, err
@@ -176,17 +164,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		// The IFB's TBF comes before the redirect (the reference adds it
 		// after), so no packet ever passes unshaped.
 		if err := q.AddTBF(ifb.Index, qdisc.Root, tbfHandle, t); err != nil {
-			return nil, fmt.Errorf("create ifb qdisc: create qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create ifb qdisc: create qdisc: %w", netlinkx.Cause(err))
 		}
 		if err := q.AddIngress(host.Index); err != nil {
-			return nil, fmt.Errorf("create ingress qdisc: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("create ingress qdisc: %w", netlinkx.Cause(err))
 		}
-		undo = append(undo, func() error {
+		undo.Push("", func() error {
 			return deleteQdisc(q, qdisc.Qdisc{Ifindex: host.Index, Kind: "ingress", Handle: qdisc.IngressHandle, Parent: qdisc.Ingress})
 		})
 		// One mirred action; the reference encodes the same redirect twice.
 		if err := q.AddRedirect(host.Index, qdisc.IngressHandle, redirectPrio, ifb.Index); err != nil {
-			return nil, fmt.Errorf("add filter: %w", vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("add filter: %w", netlinkx.Cause(err))
 		}
 	}
 	return result, nil
@@ -204,11 +192,11 @@ func warnSmallBurst(a *cni.CmdArgs, field string, burstBits uint64, host netlink
 // hostVeth finds the host end of the container's veth: the
 // peer of ifName, looked up by index in the host namespace, which must be
 // an entry of prevResult's interfaces without a sandbox.
-func hostVeth(ctrNS *netns.NS, hh *netlinkx.Handle, ifName string, ifaces []*cni.Interface) (netlinkx.Link, error) {
+func hostVeth(hc, hh *netlinkx.Handle, ifName string, ifaces []*cni.Interface) (netlinkx.Link, error) {
 	if len(ifaces) == 0 {
 		return netlinkx.Link{}, errors.New("no interfaces provided")
 	}
-	peer, err := vethPeerIndex(ctrNS, ifName)
+	peer, err := vethPeerIndex(hc, ifName)
 	if err != nil {
 		return netlinkx.Link{}, fmt.Errorf("container interface %s has no veth peer: %w", ifName, err)
 	}
@@ -225,16 +213,11 @@ func hostVeth(ctrNS *netns.NS, hh *netlinkx.Handle, ifName string, ifaces []*cni
 }
 
 // vethPeerIndex is the peer's ifindex (IFLA_LINK, valid in the peer's
-// namespace) of the veth ifName in ns.
-func vethPeerIndex(ns *netns.NS, ifName string) (int, error) {
-	h, err := netlinkx.Open(ns)
+// namespace) of the veth ifName in hc's namespace.
+func vethPeerIndex(hc *netlinkx.Handle, ifName string) (int, error) {
+	l, err := hc.LinkByName(ifName)
 	if err != nil {
-		return 0, err
-	}
-	defer h.Close()
-	l, err := h.LinkByName(ifName)
-	if err != nil {
-		return 0, fmt.Errorf("could not look up %q: %w", ifName, vethplugin.Unwrap(err))
+		return 0, fmt.Errorf("could not look up %q: %w", ifName, netlinkx.Cause(err))
 	}
 	if l.Kind != "veth" {
 		return 0, fmt.Errorf("interface %q was not a veth interface", ifName)
@@ -300,12 +283,12 @@ func hostVethForDel(a *cni.CmdArgs, hh *netlinkx.Handle) (netlinkx.Link, bool) {
 	if a.Netns == "" {
 		return netlinkx.Link{}, false
 	}
-	ns, err := netns.Open(a.Netns)
+	hc, err := netlinkx.OpenPath(a.Netns)
 	if err != nil {
 		return netlinkx.Link{}, false
 	}
-	defer ns.Close()
-	peer, err := vethPeerIndex(ns, a.IfName)
+	defer hc.Close()
+	peer, err := vethPeerIndex(hc, a.IfName)
 	if err != nil {
 		return netlinkx.Link{}, false
 	}
@@ -388,17 +371,17 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if bw == nil || bw.isZero() {
 		return nil
 	}
-	ctrNS, err := vethplugin.OpenNetns(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return err
 	}
 	defer hh.Close()
-	host, err := hostVeth(ctrNS, hh, a.IfName, conf.prev.Interfaces)
+	host, err := hostVeth(hc, hh, a.IfName, conf.prev.Interfaces)
 	if err != nil {
 		return err
 	}
@@ -424,7 +407,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 			ifb, err = hh.LinkByName(legacyIFBName(conf.Name, a.ContainerID))
 		}
 		if err != nil {
-			return fmt.Errorf("get ifb device: %w", vethplugin.Unwrap(err))
+			return fmt.Errorf("get ifb device: %w", netlinkx.Cause(err))
 		}
 		err = checkTBF(q, ifb.Index, tbfFor(bw.EgressRate, bw.EgressBurst, tick), referenceTBF(bw.EgressRate, bw.EgressBurst, tick))
 		if err != nil {
@@ -515,7 +498,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	valid := vethplugin.ValidOwners(conf.Name, atts)
+	valid := ownertag.Valid(conf.Name, atts)
 	var errs []error
 	for _, l := range links {
 		if l.Kind != "ifb" || !strings.HasPrefix(l.Name, ifbPrefix) {

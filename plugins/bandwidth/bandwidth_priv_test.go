@@ -93,18 +93,18 @@ func TestRuntimeConfig(t *testing.T) {
 // appended.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		e := newEnv(t)
 		c := e.plumb(nil, "c0ffee", v, 5)
 		out := e.th.OK(c.call("ADD", conf(v, egressOnly)))
-		return out, strings.NewReplacer(
+		return out, plugintest.Placeholders{
 			"VETHMAC", c.veth.MAC.String(),
 			"VETH", c.veth.Name,
 			"CMAC", plugintest.MustLink(t, c.hc, "eth0").MAC.String(),
 			"SANDBOX", c.ns.Path(),
 			"IFBMAC", plugintest.MustLink(t, e.th.H, c.ifb()).MAC.String(),
 			"IFB", c.ifb(),
-		)
+		}
 	})
 }
 

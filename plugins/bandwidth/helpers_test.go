@@ -81,7 +81,10 @@ func (e *env) plumb(ns *netns.NS, id, version string, n int) *ctr {
 		c.ns, c.hc = plugintest.NewCtr(e.t, plugintest.NoDAD)
 	}
 	c.prev = plugintest.ExecOK(e.t, e.th.NS, "ptp", plugintest.Cmd("ADD", c.ns, id, ptpConf(version, n)))
-	peer, err := vethPeerIndex(c.ns, "eth0")
+	h, err := netlinkx.Open(c.ns)
+	plugintest.Must(e.t, err)
+	peer, err := vethPeerIndex(h, "eth0")
+	h.Close()
 	plugintest.Must(e.t, err)
 	c.veth, err = e.th.H.LinkByIndex(peer)
 	plugintest.Must(e.t, err)

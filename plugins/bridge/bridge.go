@@ -26,6 +26,9 @@ import (
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -64,7 +67,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer hh.Close()
-	add, err := vethplugin.BeginAdd("bridge", a)
+	add, err := ifplugin.BeginAdd("bridge", a)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +93,14 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("failed to lookup %q: %w", hostVeth, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to lookup %q: %w", hostVeth, netlinkx.Cause(err))
 	}
 
 	result := &cni.Result{
 		CNIVersion: cni.CurrentVersion,
 		Interfaces: []*cni.Interface{brIface, {Name: hostVeth, Mac: hostLink.MAC.String()}, contIface},
 	}
-	own := vethplugin.Owner(conf.Name, a)
+	own := ownertag.Of(conf.Name, a)
 
 	// IPAM before the MAC spoof check (the reference asks it after): a
 	// reused container ID with the same interface name is refused by IPAM
@@ -119,12 +122,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	if conf.isL3() {
-		if err := addL3(a, conf, hh, hc, ctrNS, br, ir, result, &add.Rollback); err != nil {
+		if err := addL3(a, conf, hh, hc, ctrNS, br, ir, result, add.Rollback); err != nil {
 			return nil, err
 		}
 	} else if !conf.DisableContainerInterface {
 		if err := hc.SetUp(a.IfName); err != nil {
-			return nil, fmt.Errorf("failed to set %q up: %w", a.IfName, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set %q up: %w", a.IfName, netlinkx.Cause(err))
 		}
 	}
 
@@ -159,12 +162,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 // addL3 is the layer-3 part of ADD once IPAM answered ir: addresses,
 // routes, gateway addresses on the bridge, forwarding, masquerade
-// (started in the background, joined by vethplugin.Add.End).
+// (started in the background, joined by ifplugin.Add.End).
 func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.NS,
-	br netlinkx.Link, ir, result *cni.Result, rollback *vethplugin.Rollback) error {
+	br netlinkx.Link, ir, result *cni.Result, rb *rollback.Rollback) error {
 	result.IPs, result.Routes, result.DNS = ir.IPs, ir.Routes, ir.DNS
 	if conf.IPMasq {
-		rollback.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs)
+		vethplugin.StartMasq(rb, ownertag.Of(conf.Name, a), result.IPs)
 	}
 	gws4, gws6 := calcGateways(result, conf)
 
@@ -273,7 +276,7 @@ func calcGateways(r *cni.Result, conf *NetConf) (v4, v6 []netip.Prefix) {
 func bridgeByName(hh *netlinkx.Handle, name string) (netlinkx.Link, error) {
 	l, err := hh.LinkByName(name)
 	if err != nil {
-		return l, fmt.Errorf("could not lookup %q: %w", name, vethplugin.Unwrap(err))
+		return l, fmt.Errorf("could not lookup %q: %w", name, netlinkx.Cause(err))
 	}
 	if l.Kind != "bridge" {
 		return l, fmt.Errorf("%q already exists but is not a bridge", name)
@@ -296,12 +299,12 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 	}
 	err = hh.AddBridge(netlinkx.BridgeSpec{Name: name, MTU: mtu, VlanFiltering: conf.vlanFiltering()})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return netlinkx.Link{}, nil, false, wrap(fmt.Errorf("could not add %q: %w", name, vethplugin.Unwrap(err)))
+		return netlinkx.Link{}, nil, false, wrap(fmt.Errorf("could not add %q: %w", name, netlinkx.Cause(err)))
 	}
 	created = err == nil
 	if conf.PromiscMode {
 		if err := hh.SetPromisc(name, true); err != nil {
-			return netlinkx.Link{}, nil, created, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, vethplugin.Unwrap(err)))
+			return netlinkx.Link{}, nil, created, wrap(fmt.Errorf("could not set promiscuous mode on %q: %w", name, netlinkx.Cause(err)))
 		}
 	}
 	br, err = bridgeByName(hh, name)
@@ -311,7 +314,7 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 	// We own the routes of this interface.
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	if err := hh.SetUp(name); err != nil {
-		return br, nil, created, wrap(vethplugin.Unwrap(err))
+		return br, nil, created, wrap(netlinkx.Cause(err))
 	}
 	return br, &cni.Interface{Name: br.Name, Mac: br.MAC.String()}, created, nil
 }
@@ -355,11 +358,11 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 	cont, err := hc.LinkByName(ifName)
 	if err != nil {
 		_ = hc.DeleteLink(ifName)
-		return "", nil, fmt.Errorf("failed to make veth pair: %w", vethplugin.Unwrap(err))
+		return "", nil, fmt.Errorf("failed to make veth pair: %w", netlinkx.Cause(err))
 	}
 	if err := hh.SetUp(peer); err != nil {
 		_ = hc.DeleteLink(ifName)
-		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, vethplugin.Unwrap(err))
+		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	return peer, &cni.Interface{Name: ifName, Mac: cont.MAC.String()}, nil
@@ -369,13 +372,13 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 // port: hairpin and isolation flags (always written) and VLANs.
 func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool, vlan int, trunk []int, preserveDefault bool) error {
 	if err := hh.SetMaster(port, brName); err != nil {
-		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to connect %q to bridge %s: %w", port, brName, netlinkx.Cause(err))
 	}
 	if err := hh.SetHairpin(port, hairpin); err != nil {
-		return fmt.Errorf("failed to setup hairpin mode for %s: %w", port, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to setup hairpin mode for %s: %w", port, netlinkx.Cause(err))
 	}
 	if err := hh.SetPortIsolated(port, isolated); err != nil {
-		return fmt.Errorf("failed to set port isolation for %s: %w", port, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to set port isolation for %s: %w", port, netlinkx.Cause(err))
 	}
 	if (vlan != 0 || len(trunk) > 0) && !preserveDefault {
 		vlans, err := hh.BridgeVlans(port)
@@ -387,23 +390,23 @@ func setupPort(hh *netlinkx.Handle, brName, port string, hairpin, isolated bool,
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("failed to remove default vlan on interface %q: %w", port, vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to remove default vlan on interface %q: %w", port, netlinkx.Cause(err))
 		}
 	}
 	if vlan != 0 {
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(vlan), PVID: true, Untagged: true}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, netlinkx.Cause(err))
 		}
 	}
 	for _, v := range trunk {
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: uint16(v)}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, netlinkx.Cause(err))
 		}
 	}
 	if vlan == 0 && len(trunk) > 0 {
 		// The native VLAN of a trunk port.
 		if err := hh.BridgeVlanAdd(port, netlinkx.BridgeVlan{VID: 1, PVID: true, Untagged: true}); err != nil {
-			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to setup vlan tag on interface %q: %w", port, netlinkx.Cause(err))
 		}
 	}
 	return nil
@@ -420,7 +423,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 		return l, nil
 	}
 	if !errors.Is(err, netlinkx.ErrNotFound) {
-		return l, fmt.Errorf("failed to find interface %q: %w", name, vethplugin.Unwrap(err))
+		return l, fmt.Errorf("failed to find interface %q: %w", name, netlinkx.Cause(err))
 	}
 	fail := func(err error) (netlinkx.Link, error) {
 		return netlinkx.Link{}, fmt.Errorf("faild to create vlan gateway %q: %w", name, err)
@@ -430,17 +433,17 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 		return fail(err)
 	}
 	if err := hh.SetUp(peer); err != nil {
-		return fail(fmt.Errorf("failed to set %q up: %w", peer, vethplugin.Unwrap(err)))
+		return fail(fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err)))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	if err := setupPort(hh, br.Name, peer, false, false, vlan, nil, preserveDefault); err != nil {
 		return fail(err)
 	}
 	if err := hh.SetUp(name); err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to up %q: %w", name, vethplugin.Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to up %q: %w", name, netlinkx.Cause(err))
 	}
 	if l, err = hh.LinkByName(name); err != nil {
-		return l, fmt.Errorf("failed to lookup %q: %w", name, vethplugin.Unwrap(err))
+		return l, fmt.Errorf("failed to lookup %q: %w", name, netlinkx.Cause(err))
 	}
 	return l, nil
 }
@@ -457,7 +460,7 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 	}
 	addrs, err := hh.Addrs(l.Name, fam)
 	if err != nil {
-		return fmt.Errorf("could not get list of IP addresses: %w", vethplugin.Unwrap(err))
+		return fmt.Errorf("could not get list of IP addresses: %w", netlinkx.Cause(err))
 	}
 	want := gw.String()
 	for _, a := range addrs {
@@ -469,7 +472,7 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 				return fmt.Errorf("%q already has an IP address different from %v", l.Name, want)
 			}
 			if err := hh.DelAddr(l.Name, a.Prefix); err != nil {
-				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, vethplugin.Unwrap(err))
+				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, netlinkx.Cause(err))
 			}
 		}
 	}
@@ -482,7 +485,7 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 	// No DAD for the gateway: IPAM never hands it out, and with DAD the
 	// container's IPv6 default route is unusable for the first ~2 s.
 	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, vethplugin.Unwrap(err))
+		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
 	}
 	return nil
 }
@@ -501,7 +504,7 @@ func pinMAC(hh *netlinkx.Handle, l netlinkx.Link) error {
 	}
 	if len(mac) > 0 && !isZeroMAC(mac) {
 		if err := hh.SetMAC(l.Name, mac); err != nil {
-			return fmt.Errorf("could not set bridge's mac: %w", vethplugin.Unwrap(err))
+			return fmt.Errorf("could not set bridge's mac: %w", netlinkx.Cause(err))
 		}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // cmdCheck verifies that the attachment described by prevResult still
@@ -24,11 +24,11 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	// IPAM CHECK only with IPAM: the reference asks it unconditionally.
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 
 	// The bridge entry is the last one named like the bridge; the container
 	// interface is picked among the others, and its error (no entry with
@@ -49,11 +49,6 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	defer hh.Close()
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
 
 	brLink, err := validateInterface(hh, brEntry, false)
 	if err != nil {

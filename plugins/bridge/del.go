@@ -7,7 +7,8 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/macspoof"
 	"github.com/nftcni/nftcni/nft/masq"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 )
 
 // cmdDel removes the container's veth pair, releases its addresses and
@@ -24,8 +25,8 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	// The nftables state goes by owner, not by address: its teardown runs
 	// once the link is down, before it is deleted (see
-	// vethplugin.DeleteLinkAfter).
-	own := vethplugin.Owner(conf.Name, a)
+	// ifplugin.DeleteLinkAfter).
+	own := ownertag.Of(conf.Name, a)
 	var masqErr error
 	var teardown func() // nil: no nftables state to remove
 	if conf.MacSpoofChk || (conf.isL3() && conf.IPMasq) {
@@ -43,7 +44,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	// The link first, then IPAM, as in the reference (ptp releases IPAM
 	// first).
-	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
+	if err := ifplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
 		// The namespace exists but something unexpected failed: the
 		// interface may still hold its addresses, so they are not
 		// released (the runtime retries DEL).
@@ -80,7 +81,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 		}
 		return errors.Join(errs...)
 	}
-	valid := vethplugin.ValidOwners(conf.Name, atts)
+	valid := ownertag.Valid(conf.Name, atts)
 	if conf.isL3() && conf.IPMasq {
 		if err := masq.GC(nil, conf.Name, valid); err != nil {
 			errs = append(errs, err)

@@ -17,7 +17,7 @@ import (
 // in from what the kernel reports afterwards.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		th := newHost(t)
 		ctr, hc := plugintest.NewCtr(t)
 		out := th.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, `,"isGateway":true,"dns":{"nameservers":["9.9.9.9"]}`+
@@ -29,13 +29,13 @@ func TestResultPerVersion(t *testing.T) {
 			t.Errorf("host veth %+v", veth)
 		}
 		cont := plugintest.MustLink(t, hc, "eth0")
-		return out, strings.NewReplacer(
+		return out, plugintest.Placeholders{
 			"BRMAC", br.MAC.String(),
 			"VETHMAC", veth.MAC.String(),
 			"VETH", veth.Name,
 			"CMAC", cont.MAC.String(),
 			"SANDBOX", ctr.Path(),
-		)
+		}
 	})
 }
 

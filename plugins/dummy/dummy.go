@@ -15,17 +15,18 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the dummy plugin.
 var Plugin = &cni.Plugin{
 	Name:   "dummy",
 	Add:    cmdAdd,
-	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildDel(ctx, a, ipamOf) },
+	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildDel(ctx, a, ipamOf) },
 	Check:  cmdCheck,
-	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildGC(ctx, a, ipamOf) },
-	Status: func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildStatus(ctx, a, ipamOf) },
+	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildGC(ctx, a, ipamOf) },
+	Status: func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildStatus(ctx, a, ipamOf) },
 	Validate: func(stdin []byte) error {
 		conf, err := parseConf(stdin)
 		if err != nil {
@@ -72,7 +73,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := cni.ValidateIPAM(conf.IPAM.Type, a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("dummy", a)
+	add, err := ifplugin.BeginAdd("dummy", a)
 	if err != nil {
 		return nil, err
 	}
@@ -81,12 +82,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	// Made under its final name inside the container's namespace: no
 	// temporary name needed, nothing of it is ever in the host's.
 	if err := add.HC.AddDummy(a.IfName); err != nil {
-		return nil, fmt.Errorf("failed to create dummy: %w", vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to create dummy: %w", netlinkx.Cause(err))
 	}
 	add.LinkCreated(add.HC, a.IfName)
 	link, err := add.HC.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to fetch dummy%q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to fetch dummy%q: %w", a.IfName, netlinkx.Cause(err))
 	}
 
 	result, err := add.DelegateAdd(ctx, conf.IPAM.Type) // released on failure
@@ -112,7 +113,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if conf.IPAM.Type == "" {
 		return errNoIPAM
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, conf, true, "dummy: Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, conf, true, "dummy: Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // checkMsgs are the reference dummy's wording.
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "Container interface name missing in prevResult: %v",
 	NotFound: "Container Interface name in prevResult: %s not found",
 	InHost:   "Error: Container interface %s should not be in host namespace",

@@ -62,12 +62,12 @@ func TestKernelState(t *testing.T) {
 // IPAM's DNS is kept, the config's ignored.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		th := newHost(t)
 		ctr, hc := newCtr(t)
 		out := th.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, `,"dns":{"nameservers":["1.1.1.1"]}`+
 			`,"ipam":{"type":"static","addresses":[{"address":"10.5.0.2/24","gateway":"10.5.0.1"}],"dns":{"nameservers":["9.9.9.9"]}}`)))
-		return out, strings.NewReplacer("CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path())
+		return out, plugintest.Placeholders{"CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path()}
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 )
 
 // Plugin is the firewall plugin. It holds no IPAM, so GC has nothing to
@@ -168,7 +168,7 @@ func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachme
 	if err != nil {
 		return firewall.Attachment{}, err
 	}
-	at := firewall.Attachment{Owner: vethplugin.Owner(c.Name, a), AdminChain: admin, AcceptChains: chains}
+	at := firewall.Attachment{Owner: ownertag.Of(c.Name, a), AdminChain: admin, AcceptChains: chains}
 	// Every prevResult address, without interface filtering (as the
 	// reference).
 	for _, ip := range prev.IPs {
@@ -262,7 +262,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	chains, chainsErr := acceptChains(conf)
-	if err := firewall.Teardown(nil, vethplugin.Owner(conf.Name, a), chains); err != nil {
+	if err := firewall.Teardown(nil, ownertag.Of(conf.Name, a), chains); err != nil {
 		return err
 	}
 	if err := delFirewalld(ctx, conf, a); err != nil {
@@ -326,7 +326,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	if _, err := sourceStore(conf); err != nil {
 		return err
 	}
-	if err := firewall.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
+	if err := firewall.GC(nil, conf.Name, ownertag.Valid(conf.Name, atts)); err != nil {
 		return err
 	}
 	return gcFirewalld(ctx, conf, atts)

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/firewalld"
 	"github.com/nftcni/nftcni/nft/firewall"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 )
 
 // The firewalld backend: the container's addresses become sources of
@@ -190,7 +190,7 @@ func delFirewalld(ctx context.Context, c *NetConf, a *cni.CmdArgs) error {
 	}
 	connect, done := lazyFirewalld(ctx)
 	defer done()
-	if err := st.Release(ctx, connect, vethplugin.Owner(c.Name, a), legacy); err != nil {
+	if err := st.Release(ctx, connect, ownertag.Of(c.Name, a), legacy); err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
 	return nil
@@ -205,7 +205,7 @@ func gcFirewalld(ctx context.Context, c *NetConf, atts []cni.Attachment) error {
 	}
 	connect, done := lazyFirewalld(ctx)
 	defer done()
-	if err := st.GC(ctx, connect, c.Name, vethplugin.ValidOwners(c.Name, atts)); err != nil {
+	if err := st.GC(ctx, connect, c.Name, ownertag.Valid(c.Name, atts)); err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
 	return nil

@@ -163,11 +163,7 @@ func findDevice(h *netlinkx.Handle, root string, c *NetConf) (netlinkx.Link, err
 	}
 	l, err := h.LinkByName(name)
 	if err != nil {
-		var ne *netlinkx.Error
-		if errors.As(err, &ne) {
-			return netlinkx.Link{}, ne.Err // "Link not found", as the reference says
-		}
-		return netlinkx.Link{}, err
+		return netlinkx.Link{}, netlinkx.Cause(err) // "Link not found", as the reference says
 	}
 	return l, nil
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the host-device plugin.
@@ -55,7 +55,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	defer hh.Close()
-	add, err := vethplugin.BeginAdd("host-device", a)
+	add, err := ifplugin.BeginAdd("host-device", a)
 	if err != nil {
 		return nil, err
 	}
@@ -98,14 +98,14 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 // container as CNI_IFNAME and sets it up there. It registers moving it
 // back (and removing the record) with the ADD's rollback. It returns the
 // device's MAC.
-func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (string, error) {
+func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (string, error) {
 	dev, err := findDevice(hh, sysfsRoot, conf)
 	if err != nil {
 		return "", fmt.Errorf("failed to find host device: %w", err)
 	}
 	saved, err := snapshot(hh, dev)
 	if err != nil {
-		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, netlinkx.Cause(err))
 	}
 	// A state file from before this ADD belongs to a live attachment of
 	// the same container ID and interface name (a repeated ADD): the
@@ -126,15 +126,15 @@ func moveIn(a *cni.CmdArgs, add *vethplugin.Add, hh *netlinkx.Handle, conf *NetC
 	if err := m.run(); err != nil {
 		// The device is back where it was, but without its addresses.
 		_ = saved.restore(hh)
-		return "", fmt.Errorf("failed to move link %w", vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to move link %w", netlinkx.Cause(err))
 	}
 	add.Push("moving the device back", func() error { return moveOut(add.HC, add.CtrNS, add.HostNS, hh, a.IfName, &saved) })
 	if err := add.HC.SetUp(a.IfName); err != nil {
-		return "", fmt.Errorf("failed to set %q up: %w", a.IfName, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to set %q up: %w", a.IfName, netlinkx.Cause(err))
 	}
 	l, err := add.HC.LinkByName(a.IfName)
 	if err != nil {
-		return "", fmt.Errorf("failed to find %q in container: %w", a.IfName, vethplugin.Unwrap(err))
+		return "", fmt.Errorf("failed to find %q in container: %w", a.IfName, netlinkx.Cause(err))
 	}
 	return l.MAC.String(), nil
 }
@@ -150,7 +150,7 @@ func moveOut(hc *netlinkx.Handle, ctrNS, hostNS *netns.NS, hh *netlinkx.Handle, 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to find %q in containerNS: %w", ifName, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to find %q in containerNS: %w", ifName, netlinkx.Cause(err))
 	}
 	orig := l.Alias
 	if orig == "" && saved != nil {
@@ -168,7 +168,7 @@ func moveOut(hc *netlinkx.Handle, ctrNS, hostNS *netns.NS, hh *netlinkx.Handle, 
 		name: ifName, newName: orig, alias: oldAlias, oldAlias: l.Alias,
 	}
 	if err := m.run(); err != nil {
-		return fmt.Errorf("failed to move %q back to the host as %q: %w", ifName, orig, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to move %q back to the host as %q: %w", ifName, orig, netlinkx.Cause(err))
 	}
 	if saved != nil && saved.Name == orig {
 		if err := saved.restore(hh); err != nil {
@@ -209,24 +209,19 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	if a.Netns == "" || conf.DPDKMode {
 		return nil
 	}
-	ctrNS, err := netns.Open(a.Netns)
+	hc, err := ifplugin.OpenNetns(a.Netns)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
+		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	hostNS, err := netns.Current()
 	if err != nil {
 		return err
 	}
 	defer hostNS.Close()
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return err
@@ -240,7 +235,7 @@ func delLink(a *cni.CmdArgs, conf *NetConf, state string) error {
 	if ok {
 		sp = &saved
 	}
-	return moveOut(hc, ctrNS, hostNS, hh, a.IfName, sp)
+	return moveOut(hc, hc.NS(), hostNS, hh, a.IfName, sp)
 }
 
 // cmdCheck verifies the attachment described by prevResult: the interface is in
@@ -253,13 +248,13 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if conf.DPDKMode {
 		// The device is not a netdev in the container: only IPAM and
 		// prevResult are checked.
-		ctrNS, _, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
+		hc, _, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 		if err == nil {
-			ctrNS.Close()
+			hc.Close()
 		}
 		return err
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
@@ -275,7 +270,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // checkMsgs are the reference host-device's CHECK texts.
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "Container interface name missing in prevResult: %v",
 	NotFound: "Container Interface name in prevResult: %s not found",
 	InHost:   "Error: Container interface %s should not be in host namespace",

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // NetConf is the ipvlan configuration.
@@ -83,7 +83,7 @@ func modeFromString(s string) (netlinkx.IPVlanMode, error) {
 // the reference.
 func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	if c.Master == "" {
-		l, err := vethplugin.DefaultMaster(h)
+		l, err := ifplugin.DefaultMaster(h)
 		if err != nil {
 			return l, err
 		}
@@ -92,7 +92,7 @@ func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	}
 	l, err := h.LinkByName(c.Master)
 	if err != nil {
-		return l, fmt.Errorf("failed to lookup master %q: %w", c.Master, vethplugin.Unwrap(err))
+		return l, fmt.Errorf("failed to lookup master %q: %w", c.Master, netlinkx.Cause(err))
 	}
 	return l, nil
 }

@@ -15,23 +15,23 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the ipvlan plugin.
 var Plugin = &cni.Plugin{
 	Name:   "ipvlan",
 	Add:    cmdAdd,
-	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildDel(ctx, a, ipamOf) },
+	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildDel(ctx, a, ipamOf) },
 	Check:  cmdCheck,
-	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildGC(ctx, a, ipamOf) },
-	Status: func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildStatus(ctx, a, ipamOf) },
+	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildGC(ctx, a, ipamOf) },
+	Status: func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildStatus(ctx, a, ipamOf) },
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin, true)
 		if err != nil {
 			return err
 		}
-		return vethplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
+		return ifplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
 	},
 }
 
@@ -53,10 +53,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := vethplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
+	if err := ifplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("ipvlan", a)
+	add, err := ifplugin.BeginAdd("ipvlan", a)
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +103,13 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.IPAM.Type != "", "Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.IPAM.Type != "", "Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
 	if conf.Master != "" {
-		lh, done, err := vethplugin.LowerHandle(ck.HC, conf.LinkInContainer)
+		lh, done, err := ifplugin.LowerHandle(ck.HC, conf.LinkInContainer)
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 }
 
 // checkMsgs are the reference ipvlan's wording.
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "Container interface name missing in prevResult: %v",
 	NotFound: "Container Interface name in prevResult: %s not found",
 	InHost:   "Error: Container interface %s should not be in host namespace",

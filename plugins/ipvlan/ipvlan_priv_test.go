@@ -110,12 +110,12 @@ func TestTrafficByMode(t *testing.T) {
 // the config's DNS replaces IPAM's.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		l := newLAN(t)
 		ctr, hc := newCtr(t)
 		out := l.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, `,"mode":"l3","dns":{"nameservers":["1.1.1.1"]}`+
 			`,"ipam":{"type":"static","addresses":[{"address":"10.20.0.11/24"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["9.9.9.9"]}}`)))
-		return out, strings.NewReplacer("CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path())
+		return out, plugintest.Placeholders{"CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path()}
 	})
 }
 

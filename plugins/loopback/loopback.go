@@ -34,12 +34,7 @@ var Plugin = &cni.Plugin{
 
 // withLo opens the namespace and a netlink handle inside it.
 func withLo(path string, fn func(h *netlinkx.Handle) error) error {
-	ns, err := netns.Open(path)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenPath(path)
 	if err != nil {
 		return err
 	}

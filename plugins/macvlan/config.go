@@ -7,7 +7,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // NetConf is the macvlan configuration.
@@ -98,7 +98,7 @@ func modeFromString(s string) (netlinkx.MacvlanMode, error) {
 func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	var l netlinkx.Link
 	if c.Master == "" {
-		dl, err := vethplugin.DefaultMaster(h)
+		dl, err := ifplugin.DefaultMaster(h)
 		if err != nil {
 			return l, err
 		}
@@ -106,7 +106,7 @@ func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	} else {
 		var err error
 		if l, err = h.LinkByName(c.Master); err != nil {
-			return l, vethplugin.Unwrap(err)
+			return l, netlinkx.Cause(err)
 		}
 	}
 	if c.MTU < 0 || c.MTU > l.MTU {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the macvlan plugin.
@@ -22,21 +22,21 @@ var Plugin = &cni.Plugin{
 	Name: "macvlan",
 	Add:  cmdAdd,
 	Del: func(ctx context.Context, a *cni.CmdArgs) error {
-		return vethplugin.ChildDel(ctx, a, ipamOf("failed to load netConf"))
+		return ifplugin.ChildDel(ctx, a, ipamOf("failed to load netConf"))
 	},
 	Check: cmdCheck,
 	GC: func(ctx context.Context, a *cni.CmdArgs) error {
-		return vethplugin.ChildGC(ctx, a, ipamOf("failed to load netconf"))
+		return ifplugin.ChildGC(ctx, a, ipamOf("failed to load netconf"))
 	},
 	Status: func(ctx context.Context, a *cni.CmdArgs) error {
-		return vethplugin.ChildStatus(ctx, a, ipamOf("failed to load netconf"))
+		return ifplugin.ChildStatus(ctx, a, ipamOf("failed to load netconf"))
 	},
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin, "")
 		if err != nil {
 			return err
 		}
-		return vethplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
+		return ifplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
 	},
 }
 
@@ -45,7 +45,7 @@ var Plugin = &cni.Plugin{
 // configured, as macvlan works without (L2 only). DEL releases the
 // addresses, then deletes the macvlan; a missing link or namespace, or an
 // empty CNI_NETNS, is success. macvlan keeps no state of its own.
-func ipamOf(prefix string) vethplugin.IPAMOf {
+func ipamOf(prefix string) ifplugin.IPAMOf {
 	return func(stdin []byte) (string, bool, error) {
 		conf, err := decode(stdin, prefix)
 		if err != nil {
@@ -60,10 +60,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := vethplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
+	if err := ifplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("macvlan", a)
+	add, err := ifplugin.BeginAdd("macvlan", a)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	} else {
 		result.Interfaces = []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}}
 		if err := add.HC.SetUp(a.IfName); err != nil {
-			return nil, fmt.Errorf("failed to set %q UP: %w", a.IfName, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set %q UP: %w", a.IfName, netlinkx.Cause(err))
 		}
 	}
 
@@ -115,7 +115,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "required prevResult missing",
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "required prevResult missing",
 		func(cont cni.Interface, _ error) error {
 			return fmt.Errorf("sandbox in prevResult %s doesn't match configured netns: %s", cont.Sandbox, a.Netns)
 		})
@@ -123,7 +123,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	defer ck.Close()
-	lh, done, err := vethplugin.LowerHandle(ck.HC, conf.LinkInContainer)
+	lh, done, err := ifplugin.LowerHandle(ck.HC, conf.LinkInContainer)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 
 // checkMsgs are the reference macvlan's wording (lower case, unlike
 // ipvlan's).
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "container interface name missing in prevResult: %v",
 	NotFound: "container Interface name in prevResult: %s not found",
 	InHost:   "error: Container interface %s should not be in host namespace",

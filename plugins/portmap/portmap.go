@@ -19,7 +19,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx/conntrack"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 )
 
 // Plugin is the portmap plugin.
@@ -46,7 +46,7 @@ var Plugin = &cni.Plugin{
 // another attachment holds (a plugin-specific code, ≥ 100 per the spec).
 const CodeHostPortInUse uint = 100
 
-func owner(c *config, a *cni.CmdArgs) nft.Owner { return vethplugin.Owner(c.Name, a) }
+func owner(c *config, a *cni.CmdArgs) nft.Owner { return ownertag.Of(c.Name, a) }
 
 // spec turns the config into what the data plane wants for one attachment,
 // all but Spec.Localnet (localnetIfaces). forwarding says whether the
@@ -260,7 +260,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 		a.Logf("portmap: GC without cni.dev/valid-attachments: nothing collected")
 		return nil
 	}
-	removed, err := portmap.GC(nil, c.Name, vethplugin.ValidOwners(c.Name, atts))
+	removed, err := portmap.GC(nil, c.Name, ownertag.Valid(c.Name, atts))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -98,7 +100,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 	// The namespace is opened before IPAM is asked (the reference asks
 	// first), so a bad CNI_NETNS costs no allocation.
-	add, err := vethplugin.BeginAdd("ptp", a)
+	add, err := ifplugin.BeginAdd("ptp", a)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 	if conf.IPMasq {
-		add.StartMasq(vethplugin.Owner(conf.Name, a), result.IPs) // joined by add.End
+		vethplugin.StartMasq(add.Rollback, ownertag.Of(conf.Name, a), result.IPs) // joined by add.End
 	}
 	// Every address needs a gateway: it is the only way out of the
 	// container. The reference does not check and fails half-way through
@@ -151,15 +153,15 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 
 	hostLink, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to lookup %q in %q: %w", hostVeth, hostNS.Path(), netlinkx.Cause(err))
 	}
 	if err := hh.SetUp(hostVeth); err != nil {
-		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, netlinkx.Cause(err))
 	}
 	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
 	contLink, err := hc.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 
 	for _, ip := range result.IPs {
@@ -231,7 +233,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 		if !deleted[subnet] {
 			del := netlinkx.Route{Dst: subnet, LinkIndex: index}
 			if err := hc.DelRoute(del); err != nil {
-				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to delete route %s: %w", routeDesc(del, index), netlinkx.Cause(err))
 			}
 			deleted[subnet] = true
 		}
@@ -245,7 +247,7 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 				continue
 			}
 			if err := hc.AddRoute(rt); err != nil {
-				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to add route %s: %w", routeDesc(rt, index), netlinkx.Cause(err))
 			}
 			added[k] = true
 		}
@@ -258,21 +260,21 @@ func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result
 func setupHost(hh *netlinkx.Handle, hostVeth string, r *cni.Result) error {
 	l, err := hh.LinkByName(hostVeth)
 	if err != nil {
-		return fmt.Errorf("failed to lookup %q: %w", hostVeth, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to lookup %q: %w", hostVeth, netlinkx.Cause(err))
 	}
 	gwDone := map[netip.Addr]bool{}
 	for _, ip := range r.IPs {
 		if !gwDone[ip.Gateway] {
 			gw := netip.PrefixFrom(ip.Gateway, hostBits(ip.Gateway))
 			if err := hh.AddAddr(hostVeth, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil {
-				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), vethplugin.Unwrap(err))
+				return fmt.Errorf("failed to add IP addr (%#v) to veth: %w", goIPNet(gw), netlinkx.Cause(err))
 			}
 			gwDone[ip.Gateway] = true
 		}
 		host := netip.PrefixFrom(ip.Address.Addr(), hostBits(ip.Address.Addr()))
 		err := hh.AddRoute(netlinkx.Route{Dst: host, LinkIndex: l.Index, Scope: unix.RT_SCOPE_HOST})
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("failed to add route on host: %w", vethplugin.Unwrap(err))
+			return fmt.Errorf("failed to add route on host: %w", netlinkx.Cause(err))
 		}
 	}
 	return nil
@@ -306,21 +308,16 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	// IPAM CHECK unconditionally, as in the reference.
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, true, "ptp: Required prevResult missing")
 	if err != nil {
 		return err
 	}
-	defer ctrNS.Close()
+	defer hc.Close()
 	contEntry, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
 		return err
 	}
 
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		return err
-	}
-	defer hc.Close()
 	if contEntry.Name == "" {
 		return fmt.Errorf("Container interface name missing in prevResult: %v", contEntry.Name)
 	}
@@ -361,13 +358,13 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		errs = append(errs, err)
 	}
 	// The masquerade teardown overlaps the link deletion (see
-	// vethplugin.DeleteLinkAfter).
+	// ifplugin.DeleteLinkAfter).
 	var masqErr error
 	var teardown func() // nil: no nftables state to remove
 	if conf.IPMasq {
-		teardown = func() { masqErr = masq.Teardown(nil, vethplugin.Owner(conf.Name, a)) }
+		teardown = func() { masqErr = masq.Teardown(nil, ownertag.Of(conf.Name, a)) }
 	}
-	if err := vethplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
+	if err := ifplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(append(errs, masqErr)...)
@@ -391,7 +388,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			a.Logf("ptp: GC without cni.dev/valid-attachments: nothing collected")
 			return errors.Join(errs...)
 		}
-		if err := masq.GC(nil, conf.Name, vethplugin.ValidOwners(conf.Name, atts)); err != nil {
+		if err := masq.GC(nil, conf.Name, ownertag.Valid(conf.Name, atts)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -178,17 +178,17 @@ func TestTraffic(t *testing.T) {
 // filled in), names and MACs read back from the kernel.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		th := newHost(t)
 		ctr, hc := newCtr(t)
 		out := th.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, `,"dns":{"nameservers":["1.1.1.1"]}`+plugintest.Static(`[{"dst":"0.0.0.0/0"}]`, "10.1.1.5/24 10.1.1.1"))))
 		veth := plugintest.OnlyVeth(t, th.H)
-		return out, strings.NewReplacer(
+		return out, plugintest.Placeholders{
 			"VETHMAC", veth.MAC.String(),
 			"VETH", veth.Name,
 			"CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(),
 			"SANDBOX", ctr.Path(),
-		)
+		}
 	})
 }
 

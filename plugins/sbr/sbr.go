@@ -27,7 +27,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the sbr plugin. Its rules, tables and routes are inside the
@@ -189,12 +189,7 @@ func inNetns(path string, fn func(h *netlinkx.Handle) error) error {
 		return err
 	}
 	defer lock.Close()
-	ns, err := netns.Open(path)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenPath(path)
 	if err != nil {
 		return err
 	}
@@ -211,20 +206,13 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = inNetns(a.Netns, func(h *netlinkx.Handle) error {
-		var u undo
-		var err error
+	err = inNetns(a.Netns, func(h *netlinkx.Handle) (err error) {
+		u := rollback.New("sbr", a)
+		defer u.End(&err)
 		if conf.Table != nil {
-			err = addRulesOnly(h, &u, ips, *conf.Table)
-		} else {
-			err = setupTables(h, &u, conf, a.IfName, ips, a.Logf)
+			return addRulesOnly(h, u, ips, *conf.Table)
 		}
-		if err != nil {
-			if uerr := u.run(); uerr != nil {
-				a.Logf("sbr: rolling back: %v", uerr)
-			}
-		}
-		return err
+		return setupTables(h, u, conf, a.IfName, ips, a.Logf)
 	})
 	if err != nil {
 		return nil, err
@@ -233,22 +221,9 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	return prev, nil
 }
 
-// undo collects what a failing ADD takes back, last first.
-type undo []func() error
-
-func (u *undo) push(fn func() error) { *u = append(*u, fn) }
-
-func (u undo) run() error {
-	var errs []error
-	for i := len(u) - 1; i >= 0; i-- {
-		errs = append(errs, u[i]())
-	}
-	return errors.Join(errs...)
-}
-
 // addRulesOnly adds "from <ip> lookup <table>" for each address, unless it
 // is there already (the reference added duplicates on a repeated ADD).
-func addRulesOnly(h *netlinkx.Handle, u *undo, ips []*cni.IPConfig, table int) error {
+func addRulesOnly(h *netlinkx.Handle, u *rollback.Rollback, ips []*cni.IPConfig, table int) error {
 	rules, err := h.Rules(0)
 	if err != nil {
 		return fmt.Errorf("Failed to list all rules: %w", err)
@@ -262,7 +237,7 @@ func addRulesOnly(h *netlinkx.Handle, u *undo, ips []*cni.IPConfig, table int) e
 		if err := h.AddRule(r); err != nil {
 			return fmt.Errorf("failed to add rule: %w", err)
 		}
-		u.push(func() error { return h.DelRule(r) })
+		u.Push("", func() error { return h.DelRule(r) })
 	}
 	return nil
 }
@@ -288,14 +263,14 @@ func findRule(rules []netlinkx.Rule, addr netip.Addr, table int) (netlinkx.Rule,
 // stay (the reference removed every route of the interface). An address
 // that already has its rule keeps its table, so a repeated ADD changes
 // nothing.
-func setupTables(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string, ips []*cni.IPConfig, logf func(string, ...any)) error {
+func setupTables(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf, ifName string, ips []*cni.IPConfig, logf func(string, ...any)) error {
 	rules, err := h.Rules(0)
 	if err != nil {
 		return fmt.Errorf("Failed to list all rules: %w", err)
 	}
 	link, err := h.LinkByName(ifName)
 	if err != nil {
-		return fmt.Errorf("Cannot find network interface %s: %w", ifName, unwrap(err))
+		return fmt.Errorf("Cannot find network interface %s: %w", ifName, netlinkx.Cause(err))
 	}
 	main, err := h.Routes(0, 0)
 	if err != nil {
@@ -332,7 +307,7 @@ func setupTables(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string, ips 
 			if err := h.AddRule(r); err != nil {
 				return fmt.Errorf("Failed to add rule: %w", err)
 			}
-			u.push(func() error { return h.DelRule(r) })
+			u.Push("", func() error { return h.DelRule(r) })
 			used[t] = true
 			table = next(t + 1)
 		}
@@ -374,7 +349,7 @@ func setupTables(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string, ips 
 		if err := h.DelRoute(r); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("Failed to delete route: %w", err)
 		}
-		u.push(func() error { return h.ReplaceRoute(r) })
+		u.Push("", func() error { return h.ReplaceRoute(r) })
 	}
 	return nil
 }
@@ -394,7 +369,7 @@ func defaultDst(gw netip.Addr) netip.Prefix {
 // (IPv6 puts a metric-0 route at 1024, behind the kernel's 256) would
 // never be used. Without such a route one is added, scope link, metric 0.
 // A failing ADD puts the old route back.
-func addSourceHint(h *netlinkx.Handle, u *undo, index int, p netip.Prefix, main []netlinkx.Route) error {
+func addSourceHint(h *netlinkx.Handle, u *rollback.Rollback, index int, p netip.Prefix, main []netlinkx.Route) error {
 	addr := p.Addr().Unmap()
 	hint := netlinkx.Route{Dst: p.Masked(), Src: addr, LinkIndex: index, Scope: unix.RT_SCOPE_LINK}
 	var old *netlinkx.Route
@@ -415,9 +390,9 @@ func addSourceHint(h *netlinkx.Handle, u *undo, index int, p netip.Prefix, main 
 	}
 	if old != nil {
 		prev := *old
-		u.push(func() error { return h.ReplaceRoute(prev) })
+		u.Push("", func() error { return h.ReplaceRoute(prev) })
 	} else {
-		u.push(func() error { return h.DelRoute(hint) })
+		u.Push("", func() error { return h.DelRoute(hint) })
 	}
 	return nil
 }
@@ -435,7 +410,7 @@ func belongs(r netlinkx.Route, p netip.Prefix) bool {
 
 // replaceRoute installs r (replacing a route with the same key) and
 // registers its removal, unless it was already there exactly like that.
-func replaceRoute(h *netlinkx.Handle, u *undo, r netlinkx.Route) error {
+func replaceRoute(h *netlinkx.Handle, u *rollback.Rollback, r netlinkx.Route) error {
 	have, err := h.Routes(family(r.Dst.Addr()), r.Table)
 	if err != nil {
 		return err
@@ -448,7 +423,7 @@ func replaceRoute(h *netlinkx.Handle, u *undo, r netlinkx.Route) error {
 	if err := h.ReplaceRoute(r); err != nil {
 		return err
 	}
-	u.push(func() error { return h.DelRoute(r) })
+	u.Push("", func() error { return h.DelRoute(r) })
 	return nil
 }
 
@@ -457,16 +432,6 @@ func family(a netip.Addr) int {
 		return unix.AF_INET
 	}
 	return unix.AF_INET6
-}
-
-// unwrap drops netlinkx's operation text where the message already says
-// what was attempted.
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }
 
 // cmdDel removes the source rules of the interface's addresses (those it
@@ -529,7 +494,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		}
 		if conf.Table == nil && lerr == nil {
 			for t := range tables {
-				if reservedTable(t) {
+				if netlinkx.ReservedTable(t) { // sbr never empties the kernel's own tables
 					continue
 				}
 				errs = append(errs, flushLinkRoutes(h, t, link.Index))
@@ -537,12 +502,6 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		}
 		return errors.Join(errs...)
 	})
-}
-
-// reservedTable reports the kernel's own tables (default, main, local),
-// which sbr never empties.
-func reservedTable(t int) bool {
-	return t == unix.RT_TABLE_DEFAULT || t == unix.RT_TABLE_MAIN || t == unix.RT_TABLE_LOCAL || t == 0
 }
 
 // flushLinkRoutes deletes the link's routes from table t.
@@ -580,7 +539,7 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		link, err := h.LinkByName(a.IfName)
 		if err != nil {
-			return fmt.Errorf("Cannot find network interface %s: %w", a.IfName, unwrap(err))
+			return fmt.Errorf("Cannot find network interface %s: %w", a.IfName, netlinkx.Cause(err))
 		}
 		rules, err := h.Rules(0)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the tap plugin.
@@ -46,7 +46,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := conf.check(a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("tap", a)
+	add, err := ifplugin.BeginAdd("tap", a)
 	if err != nil {
 		return nil, err
 	}
@@ -64,33 +64,33 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	// reference's temporary name and rename add nothing.
 	spec := netlinkx.TapSpec{Name: a.IfName, MultiQueue: conf.MultiQueue, Owner: conf.Owner, Group: conf.Group}
 	if err := hc.AddTap(spec); err != nil {
-		return nil, fmt.Errorf("failed to create tap %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to create tap %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 	add.LinkCreated(hc, a.IfName)
 	if conf.MTU > 0 {
 		if err := hc.SetMTU(a.IfName, conf.MTU); err != nil {
-			return nil, fmt.Errorf("failed to set MTU %d on tap %q: %w", conf.MTU, a.IfName, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set MTU %d on tap %q: %w", conf.MTU, a.IfName, netlinkx.Cause(err))
 		}
 	}
 	if conf.mac != nil {
 		if err := hc.SetMAC(a.IfName, conf.mac); err != nil {
-			return nil, fmt.Errorf("failed to set MAC %s on tap %q: %w", conf.mac, a.IfName, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set MAC %s on tap %q: %w", conf.mac, a.IfName, netlinkx.Cause(err))
 		}
 	}
 	if conf.Bridge != "" {
 		if _, err := hc.LinkByName(conf.Bridge); err != nil {
-			return nil, fmt.Errorf("failed to get bridge %s: %w", conf.Bridge, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to get bridge %s: %w", conf.Bridge, netlinkx.Cause(err))
 		}
 		if err := hc.SetMaster(a.IfName, conf.Bridge); err != nil {
-			return nil, fmt.Errorf("failed to set tap %s as a port of bridge %s: %w", a.IfName, conf.Bridge, vethplugin.Unwrap(err))
+			return nil, fmt.Errorf("failed to set tap %s as a port of bridge %s: %w", a.IfName, conf.Bridge, netlinkx.Cause(err))
 		}
 	}
 	if err := hc.SetUp(a.IfName); err != nil {
-		return nil, fmt.Errorf("failed to set tap interface up: %w", vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to set tap interface up: %w", netlinkx.Cause(err))
 	}
 	link, err := hc.LinkByName(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to refetch tap %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to refetch tap %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 
 	result := &cni.Result{
@@ -136,7 +136,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		}
 	}
 	if a.Netns != "" {
-		if err := vethplugin.DeleteLink(a.Netns, a.IfName); err != nil {
+		if err := ifplugin.DeleteLink(a.Netns, a.IfName); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -151,21 +151,16 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ctrNS, result, err := vethplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
-	if err != nil {
-		return err
-	}
-	defer ctrNS.Close()
-	if _, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
-		return err
-	}
-	hc, err := netlinkx.Open(ctrNS)
+	hc, result, err := ifplugin.BeginCheck(ctx, a, &conf.NetConf, conf.isL3(), "Required prevResult missing")
 	if err != nil {
 		return err
 	}
 	defer hc.Close()
+	if _, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
+		return err
+	}
 	if _, err := hc.TunInfo(a.IfName); err != nil {
-		return fmt.Errorf("tap: container interface %s: %w", a.IfName, vethplugin.Unwrap(err))
+		return fmt.Errorf("tap: container interface %s: %w", a.IfName, netlinkx.Cause(err))
 	}
 	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err

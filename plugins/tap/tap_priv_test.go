@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,12 +108,12 @@ func show(p *uint32) string {
 // in). The config's dns is reported, IPAM's is not.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		th := newHost(t)
 		ctr, _ := newCtr(t)
 		ipam := `,"ipam":{"type":"static","addresses":[{"address":"10.1.1.5/24","gateway":"10.1.1.1"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["9.9.9.9"]}}`
 		out := th.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, `,"mac":"02:00:00:00:00:bb","dns":{"nameservers":["1.1.1.1"]}`+ipam)))
-		return out, strings.NewReplacer("SANDBOX", ctr.Path())
+		return out, plugintest.Placeholders{"SANDBOX", ctr.Path()}
 	})
 }
 

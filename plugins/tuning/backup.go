@@ -10,9 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // backup is a backup file's content: the link's values from
@@ -149,7 +148,7 @@ func restoreLink(h *netlinkx.Handle, ifName string, b backup) error {
 	var msgs []string
 	note := func(what string, err error) {
 		if err != nil {
-			msgs = append(msgs, fmt.Sprintf("failed to restore %s: %v", what, vethplugin.Unwrap(err)))
+			msgs = append(msgs, fmt.Sprintf("failed to restore %s: %v", what, netlinkx.Cause(err)))
 		}
 	}
 	if b.MTU != 0 {

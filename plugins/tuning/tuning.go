@@ -22,7 +22,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the tuning plugin. GC collects the backups of attachments
@@ -117,24 +117,15 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		}
 	}()
 	// Registered after the closes above, so it runs before them.
-	var undo []func() error
-	defer func() {
-		if err == nil {
-			return
-		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if uerr := undo[i](); uerr != nil {
-				a.Logf("tuning: rolling back: %v", uerr)
-			}
-		}
-	}()
+	undo := rollback.New("tuning", a)
+	defer undo.End(&err)
 
 	if len(entries) > 0 {
 		u, err := applySysctls(ns, entries, a.Logf)
 		if err != nil {
 			return nil, err
 		}
-		undo = append(undo, u)
+		undo.Push("", u)
 	}
 	if !conf.changesLink() {
 		return result, nil
@@ -145,14 +136,15 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	l, flags, err := h.LinkByNameFlags(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to get %q: %w", a.IfName, vethplugin.Unwrap(err))
+		return nil, fmt.Errorf("failed to get %q: %w", a.IfName, netlinkx.Cause(err))
 	}
 	b := newBackup(conf, l, flags)
 	u, err := saveBackup(conf.DataDir, backupName(a.ContainerID, a.IfName), b)
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, u, func() error { return restoreLink(h, a.IfName, b) })
+	undo.Push("", u)
+	undo.Push("", func() error { return restoreLink(h, a.IfName, b) })
 
 	if err := setLink(h, a.IfName, conf); err != nil {
 		return nil, err
@@ -196,27 +188,27 @@ func setLink(h *netlinkx.Handle, ifName string, c *TuningConf) error {
 			return err
 		}
 		if err := h.SetMAC(ifName, mac); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.Promisc {
 		if err := h.SetPromisc(ifName, true); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.MTU != 0 {
 		if err := h.SetMTU(ifName, c.MTU); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.Allmulti != nil {
 		if err := h.SetAllMulti(ifName, *c.Allmulti); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	if c.TxQLen != nil {
 		if err := h.SetTxQueueLen(ifName, *c.TxQLen); err != nil {
-			return vethplugin.Unwrap(err)
+			return netlinkx.Cause(err)
 		}
 	}
 	return nil
@@ -260,15 +252,10 @@ func restoreFrom(a *cni.CmdArgs, data []byte) error {
 	if a.Netns == "" {
 		return nil
 	}
-	ns, err := netns.Open(a.Netns)
+	h, err := netlinkx.OpenPath(a.Netns)
 	if errors.Is(err, netns.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
 	if err != nil {
 		return err
 	}
@@ -300,19 +287,14 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ns, err := netns.Open(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	if err := checkSysctls(ns, entries); err != nil {
-		return err
-	}
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenPath(a.Netns)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
+	if err := checkSysctls(h.NS(), entries); err != nil {
+		return err
+	}
 	l, flags, err := h.LinkByNameFlags(a.IfName)
 	if err != nil {
 		return fmt.Errorf("Cannot find container link %v", a.IfName)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
 // NetConf is the vlan configuration. Keys
@@ -53,7 +52,7 @@ func loadConf(stdin []byte) (*NetConf, error) {
 func (c *NetConf) master(h *netlinkx.Handle) (netlinkx.Link, error) {
 	l, err := h.LinkByName(c.Master)
 	if err != nil {
-		return l, vethplugin.Unwrap(err)
+		return l, netlinkx.Cause(err)
 	}
 	if c.MTU < 0 || c.MTU > l.MTU {
 		return l, fmt.Errorf("invalid MTU %d, must be [0, master MTU(%d)]", c.MTU, l.MTU)

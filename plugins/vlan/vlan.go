@@ -15,23 +15,23 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
 // Plugin is the vlan plugin.
 var Plugin = &cni.Plugin{
 	Name:   "vlan",
 	Add:    cmdAdd,
-	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildDel(ctx, a, ipamOf) },
+	Del:    func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildDel(ctx, a, ipamOf) },
 	Check:  cmdCheck,
-	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildGC(ctx, a, ipamOf) },
-	Status: func(ctx context.Context, a *cni.CmdArgs) error { return vethplugin.ChildStatus(ctx, a, ipamOf) },
+	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildGC(ctx, a, ipamOf) },
+	Status: func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildStatus(ctx, a, ipamOf) },
 	Validate: func(stdin []byte) error {
 		conf, err := loadConf(stdin)
 		if err != nil {
 			return err
 		}
-		return vethplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
+		return ifplugin.CheckChild(conf.Master, &conf.NetConf, stdin)
 	},
 }
 
@@ -53,10 +53,10 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := vethplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
+	if err := ifplugin.CheckChild(conf.Master, &conf.NetConf, a.StdinData); err != nil {
 		return nil, err
 	}
-	add, err := vethplugin.BeginAdd("vlan", a)
+	add, err := ifplugin.BeginAdd("vlan", a)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 
 	// IPAM is required. Its release is registered only once IPAM ADD
-	// succeeded (Rollback.DelegateAdd says why), so it covers a result
+	// succeeded (rollback.Rollback.DelegateAdd says why), so it covers a result
 	// without addresses but never a refused reservation.
 	typ := conf.IPAM.Type
 	result, err := cni.DelegateAdd(ctx, typ, a)
@@ -107,19 +107,19 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ck, err := vethplugin.BeginChildCheck(ctx, a, &conf.NetConf, true, "vlan: Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, true, "vlan: Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
-	lh, done, err := vethplugin.LowerHandle(ck.HC, conf.LinkInContainer)
+	lh, done, err := ifplugin.LowerHandle(ck.HC, conf.LinkInContainer)
 	if err != nil {
 		return err
 	}
 	_, err = lh.LinkByName(conf.Master)
 	done()
 	if err != nil {
-		return fmt.Errorf("failed to lookup master %q: %w", conf.Master, vethplugin.Unwrap(err))
+		return fmt.Errorf("failed to lookup master %q: %w", conf.Master, netlinkx.Cause(err))
 	}
 
 	l, err := ck.Link("vlan", checkMsgs)
@@ -144,7 +144,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 
 // checkMsgs are the reference vlan's wording, "vlan: " prefixes where it
 // has them.
-var checkMsgs = vethplugin.LinkMsgs{
+var checkMsgs = ifplugin.LinkMsgs{
 	NoName:   "Container interface name missing in prevResult: %v",
 	NotFound: "vlan: Container Interface name in prevResult: %s not found",
 	InHost:   "vlan: Error: Container interface %s should not be in host namespace",

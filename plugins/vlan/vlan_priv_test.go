@@ -122,12 +122,12 @@ func TestKernelState(t *testing.T) {
 // the config's DNS replaces IPAM's.
 func TestResultPerVersion(t *testing.T) {
 	t.Parallel()
-	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, *strings.Replacer) {
+	plugintest.ResultPerVersion(t, func(t *testing.T, v string) (string, plugintest.Placeholders) {
 		tr := newTrunk(t)
 		ctr, hc := newCtr(t)
 		out := tr.OK(plugintest.Cmd("ADD", ctr, "c0ffee", conf(v, 100, `,"dns":{"nameservers":["1.1.1.1"]}`+
 			`,"ipam":{"type":"static","addresses":[{"address":"10.50.0.2/24","gateway":"10.50.0.1"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["9.9.9.9"]}}`)))
-		return out, strings.NewReplacer("CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path())
+		return out, plugintest.Placeholders{"CMAC", plugintest.MustLink(t, hc, "eth0").MAC.String(), "SANDBOX", ctr.Path()}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/netlinkx"
 )
 
 // FuzzConfig feeds any stdin to the vrf config decoder and its prevResult,
@@ -36,7 +37,7 @@ func FuzzConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.VRFName == "" || reservedTable(c.Table) || (c.Table >= 253 && c.Table <= 255) {
+		if c.VRFName == "" || (c.Table != 0 && netlinkx.ReservedTable(int(c.Table))) || (c.Table >= 253 && c.Table <= 255) {
 			t.Fatalf("accepted vrf %q table %d", c.VRFName, c.Table)
 		}
 		plugintest.Fixpoint(t, c, loadConf)

@@ -25,6 +25,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
 // Plugin is the vrf plugin. The VRF device and its table are inside the
@@ -65,7 +66,9 @@ func loadConf(stdin []byte) (*NetConf, error) {
 	if c.VRFName == "" {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "configuration is expected to have a valid vrf name")
 	}
-	if reservedTable(c.Table) {
+	// 0 means "choose one" (freeTable); a VRF bound to one of the kernel's
+	// own tables would route through the main or local table.
+	if c.Table != 0 && netlinkx.ReservedTable(int(c.Table)) {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: the kernel reserves tables 253 to 255", c.Table)
 	}
 	return &c, nil
@@ -79,18 +82,12 @@ func (c *NetConf) addCheck() error {
 	return cni.IfNameFits("vrfname", c.VRFName)
 }
 
-// reservedTable reports the kernel's own tables (default, main, local):
-// a VRF bound to one of them would route through the main or local table.
-func reservedTable(t uint32) bool {
-	return t == unix.RT_TABLE_DEFAULT || t == unix.RT_TABLE_MAIN || t == unix.RT_TABLE_LOCAL
-}
-
 // freeTable is the lowest table id from 1 up that no VRF in used has and
 // that the kernel does not reserve. The reference looked only at the
 // other VRFs and could hand out 253–255.
 func freeTable(used map[uint32]bool) (uint32, error) {
 	for t := uint32(1); t != 0; t++ {
-		if !used[t] && !reservedTable(t) {
+		if !used[t] && !netlinkx.ReservedTable(int(t)) {
 			return t, nil
 		}
 	}
@@ -114,28 +111,17 @@ func (c *NetConf) prevResult() (*cni.Result, error) {
 }
 
 // inNetns opens the namespace at path and a netlink handle in it.
-func inNetns(path string, fn func(ns *netns.NS, h *netlinkx.Handle) error) error {
+func inNetns(path string, fn func(h *netlinkx.Handle) error) error {
 	ns, err := netns.Open(path)
 	if err != nil {
 		return fmt.Errorf("failed to open netns %q: %w", path, err)
 	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := netlinkx.OpenOwning(ns)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	return fn(ns, h)
-}
-
-// unwrap drops netlinkx's operation text where the message already says
-// what was attempted.
-func unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
+	return fn(h)
 }
 
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
@@ -150,12 +136,10 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
-		var u undo
-		if err := add(h, &u, conf, a.IfName); err != nil {
-			if uerr := u.run(); uerr != nil {
-				a.Logf("vrf: rolling back: %v", uerr)
-			}
+	err = inNetns(a.Netns, func(h *netlinkx.Handle) error {
+		u := rollback.New("vrf", a)
+		if err := add(h, u, conf, a.IfName); err != nil {
+			u.Run()
 			return fmt.Errorf("cmdAdd failed: %w", err)
 		}
 		return nil
@@ -166,28 +150,15 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	return prev, nil
 }
 
-// undo collects what a failing ADD takes back, last first.
-type undo []func() error
-
-func (u *undo) push(fn func() error) { *u = append(*u, fn) }
-
-func (u undo) run() error {
-	var errs []error
-	for i := len(u) - 1; i >= 0; i-- {
-		errs = append(errs, u[i]())
-	}
-	return errors.Join(errs...)
-}
-
 // add makes sure the VRF exists and enslaves ifName to it.
-func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
+func add(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf, ifName string) error {
 	vrf, err := ensureVRF(h, u, conf)
 	if err != nil {
 		return err
 	}
 	link, err := h.LinkByName(ifName)
 	if err != nil {
-		return fmt.Errorf("could not get link by name %s: %w", ifName, unwrap(err))
+		return fmt.Errorf("could not get link by name %s: %w", ifName, netlinkx.Cause(err))
 	}
 	if link.MasterIndex != 0 {
 		master := fmt.Sprint(link.MasterIndex)
@@ -215,9 +186,9 @@ func add(h *netlinkx.Handle, u *undo, conf *NetConf, ifName string) error {
 		}
 	}
 	if err := h.SetMaster(ifName, conf.VRFName); err != nil {
-		return fmt.Errorf("could not set master %s for %s: %w", conf.VRFName, ifName, unwrap(err))
+		return fmt.Errorf("could not set master %s for %s: %w", conf.VRFName, ifName, netlinkx.Cause(err))
 	}
-	u.push(func() error { return release(h, ifName, v6, moved) })
+	u.Push("", func() error { return release(h, ifName, v6, moved) })
 
 	if err := restoreV6(h, ifName, v6, int(vrf.Table), link.Index); err != nil {
 		return err
@@ -270,7 +241,7 @@ func release(h *netlinkx.Handle, ifName string, v6 []netip.Prefix, routes []netl
 }
 
 // ensureVRF finds the VRF or creates it (registering its removal).
-func ensureVRF(h *netlinkx.Handle, u *undo, conf *NetConf) (netlinkx.VRF, error) {
+func ensureVRF(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf) (netlinkx.VRF, error) {
 	vrf, err := h.VRFByName(conf.VRFName)
 	switch {
 	case err == nil:
@@ -298,11 +269,11 @@ func ensureVRF(h *netlinkx.Handle, u *undo, conf *NetConf) (netlinkx.VRF, error)
 		}
 	}
 	if err := h.AddVRF(conf.VRFName, table); err != nil {
-		return vrf, fmt.Errorf("could not add VRF %s: %w", conf.VRFName, unwrap(err))
+		return vrf, fmt.Errorf("could not add VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}
-	u.push(func() error { return h.DeleteLink(conf.VRFName) })
+	u.Push("", func() error { return h.DeleteLink(conf.VRFName) })
 	if err := h.SetUp(conf.VRFName); err != nil {
-		return vrf, fmt.Errorf("could not set link up for VRF %s: %w", conf.VRFName, unwrap(err))
+		return vrf, fmt.Errorf("could not set link up for VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 	}
 	return h.VRFByName(conf.VRFName)
 }
@@ -340,7 +311,7 @@ func restoreV6(h *netlinkx.Handle, ifName string, want []netip.Prefix, table, in
 			continue
 		}
 		if err := h.AddAddr(ifName, p, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("could not re-add address %s to %s: %w", p, ifName, unwrap(err))
+			return fmt.Errorf("could not re-add address %s to %s: %w", p, ifName, netlinkx.Cause(err))
 		}
 		if table == 0 {
 			continue
@@ -398,7 +369,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		return fmt.Errorf("failed to open netns %q: %w", a.Netns, err)
 	}
 	ns.Close()
-	return inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		vrf, err := h.VRFByName(conf.VRFName)
 		switch {
 		case errors.Is(err, netlinkx.ErrNotFound):
@@ -412,7 +383,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 		switch {
 		case err == nil && l.MasterIndex == vrf.Index:
 			if err := h.NoMaster(a.IfName); err != nil {
-				return fmt.Errorf("failed to take %s out of VRF %s: %w", a.IfName, conf.VRFName, unwrap(err))
+				return fmt.Errorf("failed to take %s out of VRF %s: %w", a.IfName, conf.VRFName, netlinkx.Cause(err))
 			}
 		case err != nil && !errors.Is(err, netlinkx.ErrNotFound):
 			return err
@@ -422,7 +393,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 			return err
 		}
 		if err := h.DeleteLink(conf.VRFName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-			return fmt.Errorf("failed to delete VRF %s: %w", conf.VRFName, unwrap(err))
+			return fmt.Errorf("failed to delete VRF %s: %w", conf.VRFName, netlinkx.Cause(err))
 		}
 		return nil
 	})
@@ -453,13 +424,13 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 	if _, err := conf.prevResult(); err != nil {
 		return err
 	}
-	return inNetns(a.Netns, func(_ *netns.NS, h *netlinkx.Handle) error {
+	return inNetns(a.Netns, func(h *netlinkx.Handle) error {
 		vrf, err := h.VRFByName(conf.VRFName)
 		if errors.Is(err, netlinkx.ErrNotVRF) {
 			return fmt.Errorf("Netlink %s is not a VRF", conf.VRFName)
 		}
 		if err != nil {
-			return unwrap(err)
+			return netlinkx.Cause(err)
 		}
 		slaves, err := slavesOf(h, vrf.Index)
 		if err != nil {

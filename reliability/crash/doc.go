@@ -1,7 +1,7 @@
 // Package crash is the crash-injection suite (issues 7 and 12): every
 // stateful plugin chain is driven through the upstream CNI library the way
 // a runtime drives it, with a binary built with the nftcni_crashpoints tag
-// (internal/crashpoint) that SIGKILLs itself at a chosen mutation step of
+// (crashpoint) that SIGKILLs itself at a chosen mutation step of
 // ADD, DEL or GC. After a killed ADD the runtime's recovery (DEL, then GC
 // with no valid attachment) must succeed and leave nothing of the
 // attachment behind: no link or address in the host or container

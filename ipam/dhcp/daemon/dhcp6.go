@@ -256,16 +256,12 @@ func (c dhcp6) standard(setUp bool) open6 {
 // to port 546 of the interface's link-local address, created inside the
 // container's namespace and, as for DHCPv4, per exchange.
 func (c dhcp6) open(o owner, how open6) (*nclient6.Client, net.HardwareAddr, error) {
-	ns, err := openNS(c.d.cfg.HostPrefix + o.Netns)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := openNS(c.d.cfg.HostPrefix + o.Netns)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer h.Close()
+	ns := h.NS()
 	l, err := c.d.link(h, o.IfName, how.setUp)
 	if err != nil {
 		return nil, nil, err
@@ -521,12 +517,7 @@ func (c dhcp6) release(o owner, p params, b binding) error {
 // interface stays up, unlike at a DHCPv4 expiry: its other addresses may
 // still be leased.
 func (c dhcp6) expire(o owner, b binding) error {
-	ns, err := openNS(c.d.cfg.HostPrefix + o.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := openNS(c.d.cfg.HostPrefix + o.Netns)
 	if err != nil {
 		return err
 	}

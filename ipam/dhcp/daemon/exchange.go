@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
 )
 
 // goneError says the lease's namespace or interface no longer exists: the
@@ -30,13 +29,14 @@ func isGone(err error) bool {
 	return errors.As(err, &g)
 }
 
-// openNS opens the namespace at path (host prefix applied by the caller).
-// A missing path, or one that is no longer a namespace (its bind mount was
-// removed), is a goneError.
-func openNS(path string) (*netns.NS, error) {
-	ns, err := netns.Open(path)
+// openNS opens the namespace at path (host prefix applied by the caller)
+// and netlink in it; the handle owns the namespace (h.NS()). A missing
+// path, or one that is no longer a namespace (its bind mount was removed),
+// is a goneError.
+func openNS(path string) (*netlinkx.Handle, error) {
+	h, err := netlinkx.OpenPath(path)
 	if err == nil {
-		return ns, nil
+		return h, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &goneError{err}
@@ -53,12 +53,7 @@ func openNS(path string) (*netns.NS, error) {
 // the interface or its namespace no longer exists, or when an interface of
 // the same name has replaced it.
 func (d *Daemon) linkState(o owner, chaddr net.HardwareAddr) error {
-	ns, err := openNS(d.cfg.HostPrefix + o.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := openNS(d.cfg.HostPrefix + o.Netns)
 	if err != nil {
 		return err
 	}
@@ -77,12 +72,7 @@ func (d *Daemon) linkState(o owner, chaddr net.HardwareAddr) error {
 // ("error looking up "eth0": Link not found"); a missing link is a
 // goneError.
 func lookupError(ifname string, err error) error {
-	cause := err
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		cause = ne.Err
-	}
-	err = fmt.Errorf("error looking up %q: %w", ifname, cause)
+	err = fmt.Errorf("error looking up %q: %w", ifname, netlinkx.Cause(err))
 	if errors.Is(err, netlinkx.ErrNotFound) {
 		return &goneError{err}
 	}
@@ -91,12 +81,7 @@ func lookupError(ifname string, err error) error {
 
 // setDown sets the lease's interface down (its lease expired).
 func (d *Daemon) setDown(o owner) error {
-	ns, err := openNS(d.cfg.HostPrefix + o.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := openNS(d.cfg.HostPrefix + o.Netns)
 	if err != nil {
 		return err
 	}
@@ -140,12 +125,7 @@ func (d *Daemon) link(h *netlinkx.Handle, ifname string, setUp bool) (netlinkx.L
 // a server's kernel drops unicast from 0.0.0.0 as martian); otherwise
 // 0.0.0.0, which only broadcasts may use.
 func (d *Daemon) openClient(o owner, setUp bool, src net.IP) (*nclient4.Client, error) {
-	ns, err := openNS(d.cfg.HostPrefix + o.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
+	h, err := openNS(d.cfg.HostPrefix + o.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +135,7 @@ func (d *Daemon) openClient(o owner, setUp bool, src net.IP) (*nclient4.Client, 
 		return nil, err
 	}
 	var conn net.PacketConn
-	err = ns.Do(func() error {
+	err = h.NS().Do(func() error {
 		c, err := nclient4.NewRawUDPConn(o.IfName, nclient4.ClientPort)
 		if err != nil {
 			return err

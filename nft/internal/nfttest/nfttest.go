@@ -15,11 +15,9 @@ package nfttest
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,12 +26,10 @@ import (
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/internal/golden"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/fakedial"
 )
-
-// Update makes Golden rewrite the golden files: go test ./nft/... -update
-var Update = flag.Bool("update", false, "rewrite golden files")
 
 // Elem is a set element of the fake ruleset.
 type Elem struct {
@@ -440,33 +436,18 @@ func must(b []byte, err error) []byte {
 }
 
 // Golden compares batch with the golden file testdata/<name>.golden, or
-// rewrites it with -update. notes gives, for each message between the
-// batch begin and end, the equivalent nft command; they are written into
-// the file above each message's bytes, so a reviewer reads what the bytes
-// mean, and a message added or removed shows up as a count mismatch.
+// rewrites it with -update (see internal/golden). notes gives, for each
+// message between the batch begin and end, the equivalent nft command;
+// they are written into the file above each message's bytes, so a
+// reviewer reads what the bytes mean, and a message added or removed shows
+// up as a count mismatch.
 func Golden(t *testing.T, name string, batch []netlink.Message, notes []string) {
 	t.Helper()
 	got, err := Format(batch, notes)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	path := filepath.Join("testdata", name+".golden")
-	if *Update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s: batch differs from %s (run with -update after checking):\n%s", name, path, diff(string(want), got))
-	}
+	golden.Check(t, name+".golden", "batch", got)
 }
 
 // Format renders a batch as annotated hex: a header line with the message
@@ -524,41 +505,17 @@ func typeName(t netlink.HeaderType) string {
 	return fmt.Sprintf("type(%#x)", uint16(t))
 }
 
-// diff shows the first differing lines.
-func diff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var a, b string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			b = g[i]
-		}
-		if a != b {
-			return fmt.Sprintf("line %d:\n  want %q\n  got  %q", i+1, a, b)
-		}
-	}
-	return "(identical lines, different bytes)"
-}
-
-// Use makes *open (a component's TaggedTable.Open) dial f for the rest of
-// the test.
-func Use(t testing.TB, open *nft.Opener, f *Fake) {
+// Use makes every nft.Open dial f for the rest of the test (see
+// fakedial). Tests that use it must not run in parallel.
+func Use(t testing.TB, f *Fake) {
 	t.Helper()
-	old := *open
-	*open = func(*netns.NS) (*nft.Conn, error) { return f.Conn(), nil }
-	t.Cleanup(func() { *open = old })
+	old := fakedial.Dial
+	fakedial.Dial = func() *netlink.Conn { return nltest.Dial(f.serve) }
+	t.Cleanup(func() { fakedial.Dial = old })
 }
 
 // Cat concatenates lists of golden-file notes.
-func Cat(parts ...[]string) []string {
-	var out []string
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
+func Cat(parts ...[]string) []string { return slices.Concat(parts...) }
 
 // ExistingChains drops the `nft add chain` lines from notes: what a Setup
 // sends against a ruleset in which all its chains exist already, since
@@ -652,12 +609,12 @@ func (f *Fake) Dumps() []string {
 	return out
 }
 
-// Run points *open at a fake starting from st, runs op, which must
+// Run points nft.Open at a fake starting from st, runs op, which must
 // succeed, and returns the fake with what op sent.
-func Run(t testing.TB, open *nft.Opener, st State, op func() error) *Fake {
+func Run(t testing.TB, st State, op func() error) *Fake {
 	t.Helper()
 	f := &Fake{State: st}
-	Use(t, open, f)
+	Use(t, f)
 	if err := op(); err != nil {
 		t.Fatal(err)
 	}
@@ -668,14 +625,14 @@ func Run(t testing.TB, open *nft.Opener, st State, op func() error) *Fake {
 // without the component's table and against existing, and fails the test
 // if any batch is sent: removing what is not there writes nothing (and
 // creates no table).
-func SendsNothing(t testing.TB, open *nft.Opener, existing State, ops ...func() error) {
+func SendsNothing(t testing.TB, existing State, ops ...func() error) {
 	t.Helper()
 	for name, st := range map[string]State{
 		"no table":    {Gen: 3},
 		"not present": existing,
 	} {
 		f := &Fake{State: st}
-		Use(t, open, f)
+		Use(t, f)
 		for _, op := range ops {
 			if err := op(); err != nil {
 				t.Fatalf("%s: %v", name, err)

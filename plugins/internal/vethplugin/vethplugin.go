@@ -1,9 +1,7 @@
-// Package vethplugin is what the veth plugins (bridge, ptp) share around
-// their commands: the namespaces an ADD works in and the rollback of a
-// failed ADD (IPAM delegation with its release, the container interface,
-// masquerade), the start of CHECK (namespace, IPAM CHECK, prevResult),
-// deleting the container interface on DEL, the owner tags of their
-// nftables state, and the config checks both make.
+// Package vethplugin is what the veth plugins (bridge, ptp) share beyond
+// the interface plugins' scaffolding (plugins/internal/ifplugin): the
+// config checks both make, masquerade of the container's addresses and
+// the host's forwarding sysctls.
 //
 // Only the logic that is the same in both lives here. What differs stays
 // in each plugin, explicitly: the order of DEL's steps (bridge deletes the
@@ -13,33 +11,15 @@
 package vethplugin
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
-
-// Owner is what the nftables state of attachment a in network is tagged
-// with.
-func Owner(network string, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
-// ValidOwners are the owners of a GC's valid attachments in network: what
-// the nftables collectors must keep.
-func ValidOwners(network string, atts []cni.Attachment) []nft.Owner {
-	valid := make([]nft.Owner, 0, len(atts))
-	for _, at := range atts {
-		valid = append(valid, nft.Owner{Network: network, ContainerID: at.ContainerID, IfName: at.IfName})
-	}
-	return valid
-}
 
 // CheckMasqBackend accepts the reference's two ipMasqBackend names; both
 // mean our native nftables masquerade. Absent (or null) is fine too.
@@ -61,249 +41,19 @@ func DNSSet(d cni.DNSConf) bool {
 	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
 }
 
-// OpenNetns opens the container's namespace, with the reference's message
-// on failure.
-func OpenNetns(path string) (*netns.NS, error) {
-	ns, err := netns.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open netns %q: %w", path, err)
-	}
-	return ns, nil
-}
-
-// Add is one ADD in progress: the namespaces it works in, and (through the
-// embedded Rollback) what a failure has to take back.
-type Add struct {
-	Rollback
-	CtrNS  *netns.NS        // the container's namespace
-	HC     *netlinkx.Handle // netlink in CtrNS
-	HostNS *netns.NS        // the calling thread's: where the host end of the veth goes
-}
-
-// BeginAdd starts ADD a of plugin: it opens the container's namespace
-// (OpenNetns), netlink in it and the host namespace. The caller defers
-// End.
-func BeginAdd(plugin string, a *cni.CmdArgs) (*Add, error) {
-	ctrNS, err := OpenNetns(a.Netns)
-	if err != nil {
-		return nil, err
-	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		ctrNS.Close()
-		return nil, err
-	}
-	hostNS, err := netns.Current()
-	if err != nil {
-		hc.Close()
-		ctrNS.Close()
-		return nil, err
-	}
-	return &Add{Rollback: Rollback{plugin: plugin, a: a}, CtrNS: ctrNS, HC: hc, HostNS: hostNS}, nil
-}
-
-// End ends the ADD: when *err is set (the ADD failed), everything
-// registered is taken back first; then the namespaces are closed.
-func (ad *Add) End(err *error) {
-	if werr := ad.Wait(); werr != nil && *err == nil {
-		*err = werr
-	}
-	if *err != nil {
-		ad.Run()
-	}
-	ad.HostNS.Close()
-	ad.HC.Close()
-	ad.CtrNS.Close()
-}
-
-// Rollback collects what a failing ADD has to take back, and takes it back
-// in reverse order. Undo steps are best effort: their errors only reach
-// the invocation's stderr, as "<plugin>: rolling back[ <what>]: <err>".
-type Rollback struct {
-	plugin  string
-	a       *cni.CmdArgs
-	steps   []func()
-	pending []chan error // steps started in the background (Start)
-}
-
-// Start runs fn in the background, overlapping it with the rest of ADD;
-// Wait (called by Add.End, and by Run before undoing anything, so an undo
-// never races the step it undoes) collects its error.
-func (r *Rollback) Start(fn func() error) {
-	ch := make(chan error, 1)
-	go func() { ch <- fn() }()
-	r.pending = append(r.pending, ch)
-}
-
-// Wait waits for every step started with Start and returns their errors.
-func (r *Rollback) Wait() error {
-	var errs []error
-	for _, ch := range r.pending {
-		errs = append(errs, <-ch)
-	}
-	r.pending = nil
-	return errors.Join(errs...)
-}
-
-// Push registers undo; what names it in the log ("" for none).
-func (r *Rollback) Push(what string, undo func() error) {
-	prefix := r.plugin + ": rolling back"
-	if what != "" {
-		prefix += " " + what
-	}
-	r.steps = append(r.steps, func() {
-		if err := undo(); err != nil {
-			r.a.Logf("%s: %v", prefix, err)
-		}
-	})
-}
-
-// Run undoes everything registered, last first.
-func (r *Rollback) Run() {
-	_ = r.Wait() // a background step's error is already the reason we are here, or moot
-	for i := len(r.steps) - 1; i >= 0; i-- {
-		r.steps[i]()
-	}
-}
-
-// LinkCreated registers deleting the container interface ifName in h's
-// namespace (its veth peer goes with it); already gone is fine.
-func (r *Rollback) LinkCreated(h *netlinkx.Handle, ifName string) {
-	r.Push("", func() error {
-		if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-			return err
-		}
-		return nil
-	})
-}
-
-// DelegateAdd runs IPAM ADD and, once it succeeded, registers the release
-// (IPAM DEL). A failed IPAM ADD is never followed by IPAM DEL: the failure
-// may be IPAM refusing a second reservation for the same container ID and
-// interface ("duplicate allocation"), and a DEL would then release the
-// live attachment's address, which IPAM keys by exactly that pair (the
-// reference does not call DEL there either). IPAM returning no address is
-// an error after the reservation was made, so it is released.
-func (r *Rollback) DelegateAdd(ctx context.Context, ipamType string) (*cni.Result, error) {
-	result, err := cni.DelegateAdd(ctx, ipamType, r.a)
-	if err != nil {
-		return nil, err
-	}
-	r.IPAMReserved(ctx, ipamType)
-	if len(result.IPs) == 0 {
-		return nil, errors.New("IPAM plugin returned missing IP config")
-	}
-	return result, nil
-}
-
-// IPAMReserved registers the release (IPAM DEL of ipamType) of what a
-// successful IPAM ADD reserved, for a plugin that runs IPAM ADD itself.
-func (r *Rollback) IPAMReserved(ctx context.Context, ipamType string) {
-	r.Push("IPAM", func() error { return cni.DelegateDel(ctx, ipamType, r.a) })
-}
-
 // StartMasq masquerades traffic from the addresses of ips for own (nft/masq
 // in the process's namespace) in the background, and registers its
-// teardown. Background because an nf_tables commit costs an RCU grace
-// period when its socket is closed (nf_tables flushes its destroy work on
-// release): several milliseconds that overlap with the rest of ADD instead
-// of adding to it. Add.End joins it; its failure fails the ADD.
-func (r *Rollback) StartMasq(own nft.Owner, ips []*cni.IPConfig) {
+// teardown with r. Background because an nf_tables commit costs an RCU
+// grace period when its socket is closed (nf_tables flushes its destroy
+// work on release): several milliseconds that overlap with the rest of ADD
+// instead of adding to it. r.End joins it; its failure fails the ADD.
+func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
 	addrs := make([]netip.Prefix, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, ip.Address)
 	}
 	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
 	r.Start(func() error { return masq.Setup(nil, own, addrs) })
-}
-
-// BeginCheck is how both plugins start CHECK: it opens the container's
-// namespace (the caller closes it), runs IPAM CHECK when withIPAM, and
-// returns the prevResult; missing is the plugin's error text for a config
-// without one.
-func BeginCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bool, missing string) (*netns.NS, *cni.Result, error) {
-	ns, err := OpenNetns(a.Netns)
-	if err != nil {
-		return nil, nil, err
-	}
-	fail := func(err error) (*netns.NS, *cni.Result, error) {
-		ns.Close()
-		return nil, nil, err
-	}
-	if withIPAM {
-		if err := cni.DelegateCheck(ctx, c.IPAM.Type, a); err != nil {
-			return fail(err)
-		}
-	}
-	if c.RawPrevResult == nil {
-		return fail(errors.New(missing))
-	}
-	result, err := c.PrevResult()
-	if err != nil {
-		return fail(err)
-	}
-	if result == nil {
-		return fail(errors.New(missing))
-	}
-	return ns, result, nil
-}
-
-// DeleteLink deletes ifName in the namespace at path, for DEL: a namespace
-// or an interface that no longer exists is success.
-func DeleteLink(path, ifName string) error {
-	return DeleteLinkAfter(path, ifName, nil)
-}
-
-// DeleteLinkAfter is DeleteLink with before (nil: nothing) run once the
-// link is down and before it is deleted: a DEL's nftables teardown. before
-// runs in every case, also when path is "" or the namespace or the link is
-// already gone.
-//
-// Why this order: the kernel answers a veth deletion only after an
-// rcu_barrier() (netdev_run_todo), ~16 ms on a 2-CPU machine, and closing
-// the nftables socket of a teardown waits for an RCU grace period too (see
-// nft.HoldCloses). With the teardown committed first and its socket closed
-// only after the deletion, the two waits overlap. The link is set down
-// first, so a container whose masquerade state is removed can no longer
-// send anything — the guarantee the reference gets from deleting the link
-// before the rules.
-func DeleteLinkAfter(path, ifName string, before func()) error {
-	ran := false
-	runBefore := func() {
-		if before != nil && !ran {
-			ran = true
-			before()
-		}
-	}
-	defer runBefore()
-	if path == "" {
-		return nil
-	}
-	ns, err := netns.Open(path)
-	if errors.Is(err, netns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	h, err := netlinkx.Open(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	if before != nil {
-		if err := h.SetDown(ifName); errors.Is(err, netlinkx.ErrNotFound) {
-			return nil
-		}
-		// A failure to set it down is not fatal: the deletion follows.
-		defer nft.HoldCloses()()
-		runBefore()
-	}
-	if err := h.DeleteLink(ifName); err != nil && !errors.Is(err, netlinkx.ErrNotFound) {
-		return fmt.Errorf("failed to delete %q: %w", ifName, Unwrap(err))
-	}
-	return nil
 }
 
 // EnableForward writes 1 to a forwarding sysctl of the process's namespace
@@ -313,14 +63,4 @@ func EnableForward(key string) error {
 		return nil
 	}
 	return netlinkx.SetSysctl(nil, key, "1")
-}
-
-// Unwrap drops netlinkx's operation text: the reference's messages already
-// say what was attempted, so only the kernel's reason stays.
-func Unwrap(err error) error {
-	var ne *netlinkx.Error
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
 }

@@ -1,4 +1,4 @@
-package vethplugin
+package ifplugin
 
 import (
 	"errors"
@@ -24,26 +24,26 @@ import (
 // `failed to refetch <kind> "<if>": <err>`. Both names are registered for
 // deletion should the ADD fail later; the renamed link is returned as the
 // kernel reports it.
-func (r *Rollback) CreateRenamed(hc *netlinkx.Handle, kind, ifName string, create func(tmpName string) error) (netlinkx.Link, error) {
+func (ad *Add) CreateRenamed(hc *netlinkx.Handle, kind, ifName string, create func(tmpName string) error) (netlinkx.Link, error) {
 	tmp, err := netlinkx.RandomVethName()
 	if err != nil {
 		return netlinkx.Link{}, err
 	}
 	if err := create(tmp); err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to create %s: %w", kind, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to create %s: %w", kind, netlinkx.Cause(err))
 	}
-	r.LinkCreated(hc, tmp)
+	ad.LinkCreated(hc, tmp)
 	if err := hc.Rename(tmp, ifName); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			// A second network on the same CNI_IFNAME: say so.
 			return netlinkx.Link{}, netlinkx.IfNameTaken(ifName)
 		}
-		return netlinkx.Link{}, fmt.Errorf("failed to rename %s to %q: %w", kind, ifName, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to rename %s to %q: %w", kind, ifName, netlinkx.Cause(err))
 	}
-	r.LinkCreated(hc, ifName)
+	ad.LinkCreated(hc, ifName)
 	l, err := hc.LinkByName(ifName)
 	if err != nil {
-		return netlinkx.Link{}, fmt.Errorf("failed to refetch %s %q: %w", kind, ifName, Unwrap(err))
+		return netlinkx.Link{}, fmt.Errorf("failed to refetch %s %q: %w", kind, ifName, netlinkx.Cause(err))
 	}
 	return l, nil
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nftcni/nftcni/internal/crashpoint"
+	"github.com/nftcni/nftcni/crashpoint"
 )
 
 // TestNormalBuildIgnoresEnv proves a normal build cannot be made to crash:

@@ -1,4 +1,4 @@
-package vethplugin
+package ifplugin
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/netns"
 )
 
 // The skeleton the single-interface plugins (macvlan, ipvlan, vlan, dummy)
@@ -114,11 +113,10 @@ func (ad *Add) ConfigureChild(result *cni.Result, link netlinkx.Link, ifName, sa
 	return ipam.ConfigureInterface(ad.HC, ifName, result)
 }
 
-// ChildCheck is a single-interface plugin's CHECK in progress: the
-// container's namespace, netlink in it, the prevResult and its entry for
-// the container interface. The caller defers Close.
+// ChildCheck is a single-interface plugin's CHECK in progress: netlink in
+// the container's namespace, the prevResult and its entry for the
+// container interface. The caller defers Close.
 type ChildCheck struct {
-	NS     *netns.NS
 	HC     *netlinkx.Handle
 	Result *cni.Result
 	Cont   cni.Interface
@@ -129,31 +127,23 @@ type ChildCheck struct {
 // when given (a plugin with its own wording), else is returned as is.
 func BeginChildCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIPAM bool, missing string,
 	sandboxErr func(cont cni.Interface, err error) error) (*ChildCheck, error) {
-	ctrNS, result, err := BeginCheck(ctx, a, c, withIPAM, missing)
+	hc, result, err := BeginCheck(ctx, a, c, withIPAM, missing)
 	if err != nil {
 		return nil, err
 	}
 	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
-		ctrNS.Close()
+		hc.Close()
 		if sandboxErr != nil {
 			return nil, sandboxErr(cont, err)
 		}
 		return nil, err
 	}
-	hc, err := netlinkx.Open(ctrNS)
-	if err != nil {
-		ctrNS.Close()
-		return nil, err
-	}
-	return &ChildCheck{NS: ctrNS, HC: hc, Result: result, Cont: cont}, nil
+	return &ChildCheck{HC: hc, Result: result, Cont: cont}, nil
 }
 
 // Close closes what BeginChildCheck opened.
-func (ck *ChildCheck) Close() {
-	ck.HC.Close()
-	ck.NS.Close()
-}
+func (ck *ChildCheck) Close() { ck.HC.Close() }
 
 // LinkMsgs are one plugin's wording of the checks every single-interface
 // CHECK makes of its container interface. Each is a format string:
