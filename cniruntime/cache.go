@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/cni"
 )
 
@@ -95,30 +96,11 @@ func (r *Runtime) cacheAdd(result *cni.Result, config []byte, netName string, rt
 	if err := os.MkdirAll(filepath.Dir(fname), 0o700); err != nil {
 		return err
 	}
-	return writeFileAtomic(fname, newBytes)
-}
-
-// writeFileAtomic writes data to a hidden temporary file next to name and
-// renames it into place, so a crash never leaves a truncated cache file that
-// would cost the next DEL its prevResult. The file mode is 0600, as libcni's.
-func writeFileAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
+	// Replaced whole, so a crash never leaves a truncated cache file that
+	// would cost the next DEL its prevResult; mode 0600, as libcni's. Not
+	// synced: libcni does not either, and a disk write per call is not
+	// worth what only a power loss would take.
+	return atomicfile.Write(fname, newBytes, atomicfile.Options{Temp: "." + filepath.Base(fname) + ".tmp-*"})
 }
 
 // cacheDel removes an attachment's cache file; a missing path is fine.

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/nft"
 )
 
@@ -152,23 +153,9 @@ func (s Store) save(r *record, old []byte) error {
 	if err != nil || bytes.Equal(b, old) {
 		return err
 	}
-	path := filepath.Join(s.Dir, recordFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err == nil {
-		_, err = f.Write(b)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	// The record's lock is held: one fixed temporary name will do.
+	err = atomicfile.Write(filepath.Join(s.Dir, recordFile), b, atomicfile.Options{Temp: recordFile + ".tmp", Sync: true})
 	if err != nil {
-		_ = os.Remove(tmp)
 		return fmt.Errorf("writing firewalld state: %w", err)
 	}
 	return nil

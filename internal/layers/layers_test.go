@@ -26,6 +26,7 @@ const module = "github.com/nftcni/nftcni"
 // docs/architecture.md.
 var rules = map[string][]string{
 	"crashpoint": {},
+	"atomicfile": {"crashpoint"},
 	"netns":      {},
 	"nlerr":      {},
 	"cni":        {"crashpoint"},
@@ -35,20 +36,20 @@ var rules = map[string][]string{
 	"nft/...":      {"nft", "nft/foreign", "netns", "nlerr", "crashpoint"},
 	// route_localnet is a sysctl: the one nft component that sets one.
 	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "netlinkx"},
-	"firewalld":   {"nft", "netns"},
+	"firewalld":   {"nft", "netns", "atomicfile"},
 
 	"ipam":             {"cni", "netlinkx", "netns"},
 	"ipam/hostlocal":   {"cni", "crashpoint"},
 	"ipam/static":      {"cni", "crashpoint"},
 	"ipam/dhcp":        {"cni", "crashpoint"},
-	"ipam/dhcp/daemon": {"cni", "crashpoint", "ipam/dhcp/...", "netlinkx", "netns"},
-	"cniruntime":       {"cni", "netns"},
+	"ipam/dhcp/daemon": {"cni", "crashpoint", "ipam/dhcp/...", "netlinkx", "netns", "atomicfile"},
+	"cniruntime":       {"cni", "netns", "atomicfile"},
 	// Leaves: a wire format, a file format, a lock.
 	"ipam/dhcp/gorpc":           {},
 	"ipam/hostlocal/ownerlink":  {},
 	"cniruntime/internal/types": {},
-	"plugins/internal/...":      {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "plugins/internal/..."},
-	"plugins/...":               {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "firewalld", "plugins/internal/..."},
+	"plugins/internal/...":      {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "plugins/internal/..."},
+	"plugins/...":               {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "firewalld", "plugins/internal/..."},
 
 	"cmd/nftcni": {"..."},
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/crashpoint"
 	"github.com/nftcni/nftcni/netlinkx"
 )
@@ -101,25 +102,9 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("failed to create backup directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp*") // mode 0600
+	err := atomicfile.Write(filepath.Join(dir, name), data,
+		atomicfile.Options{Temp: "." + name + ".tmp*", Sync: true, Step: "tuning:backup"})
 	if err != nil {
-		return fmt.Errorf("failed to save file %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		crashpoint.Hit("tuning:backup:before") // temp file written
-		err = os.Rename(tmp, filepath.Join(dir, name))
-		crashpoint.Hit("tuning:backup:after")
-	}
-	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("failed to save file %s: %w", name, err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/ipam/dhcp"
 )
 
@@ -90,23 +91,7 @@ func (s *store) save(r *record) error {
 	if err != nil {
 		return fmt.Errorf("encoding lease record: %w", err)
 	}
-	f, err := os.CreateTemp(s.dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("saving lease: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.fileName(r.key()))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(s.fileName(r.key()), data, atomicfile.Options{Temp: ".tmp-*", Sync: true}); err != nil {
 		return fmt.Errorf("saving lease: %w", err)
 	}
 	return nil
