@@ -216,6 +216,26 @@ func TestConsole(t *testing.T) {
 	}
 }
 
+// TestPatchTrap: only the emulator's code-patching race ("Oops: int3")
+// marks a crashed guest for one more boot; any other oops does not.
+func TestPatchTrap(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"[   79.358418] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", true},
+		{"[   12.000001] Oops: general protection fault, probably for non-canonical address", false},
+		{"[    3.100000] BUG: kernel NULL pointer dereference, address: 0000000000000008", false},
+		{"    some_test.go:12: int3", false},
+	} {
+		c := &console{out: func(string) {}, res: &Result{}, start: time.Now()}
+		c.line(tc.line)
+		if c.patchTrap != tc.want {
+			t.Errorf("%q: patchTrap %v, want %v", tc.line, c.patchTrap, tc.want)
+		}
+	}
+}
+
 func TestKernelVersion(t *testing.T) {
 	img := make([]byte, 0x400)
 	copy(img[0x202:], "HdrS")
