@@ -41,19 +41,22 @@ func Write(path string, data []byte, o Options) error {
 	dir := filepath.Dir(path)
 	var f *os.File
 	var err error
-	if strings.Contains(o.Temp, "*") {
-		f, err = os.CreateTemp(dir, o.Temp) // mode 0600
-	} else {
+	fixed := !strings.Contains(o.Temp, "*")
+	if fixed {
 		f, err = os.OpenFile(filepath.Join(dir, o.Temp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	} else {
+		f, err = os.CreateTemp(dir, o.Temp) // always a new file, mode 0600
 	}
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		// A reused fixed name may predate us with another mode.
+	if fixed {
+		// A file a crash left under the fixed name keeps its mode on open.
 		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		_, err = f.Write(data)
 	}
 	if err == nil && o.Sync {
 		err = f.Sync()
