@@ -30,6 +30,7 @@ type Batch struct {
 	nextID uint32            // batch-local set ids, deterministic for golden tests
 	ids    map[string]uint32 // set → id, for the sets this batch creates
 	excl   []int             // messages to send with NLM_F_EXCL (CreateElements)
+	echo   []int             // messages to send with NLM_F_ECHO (InsertForeignRule)
 	err    error
 }
 
@@ -51,8 +52,9 @@ func (b *Batch) capture(req []netlink.Message) ([]netlink.Message, error) {
 		case netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN), netlink.HeaderType(unix.NFNL_MSG_BATCH_END):
 			continue
 		}
-		// No NLM_F_ECHO (google/nftables sets it on rules): we do not read
-		// the echoed rules, and they would only fill the socket buffer.
+		// No NLM_F_ECHO (google/nftables sets it on rules) but where the
+		// batch asks for it (b.echo): echoes we do not read would only
+		// fill the socket buffer.
 		m.Header.Flags &^= netlink.Echo
 		m.Header.Sequence, m.Header.PID, m.Header.Length = 0, 0, 0
 		b.msgs = append(b.msgs, m)
@@ -81,6 +83,9 @@ func (b *Batch) messages() ([]netlink.Message, error) {
 		}
 		for _, i := range b.excl {
 			b.msgs[i].Header.Flags |= netlink.Excl
+		}
+		for _, i := range b.echo {
+			b.msgs[i].Header.Flags |= netlink.Echo
 		}
 	}
 	return b.msgs, nil

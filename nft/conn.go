@@ -39,6 +39,9 @@ type Conn struct {
 	// released: a committed batch deleted something, so the kernel holds
 	// objects to free after an RCU grace period (see Close).
 	released bool
+	// dialSide opens another socket in the same namespace (for
+	// Tx.HasRuleBesides); nil on a fake.
+	dialSide func() (*netlink.Conn, error)
 }
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,
@@ -61,7 +64,8 @@ func Open(ns *netns.NS) (*Conn, error) {
 		return nil, fmt.Errorf("opening nftables socket in %s: %w", where, nlerr.Plain(err))
 	}
 	nlerr.ExtAck(nl)
-	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns)}, nil
+	side := func() (*netlink.Conn, error) { return netlink.Dial(unix.NETLINK_NETFILTER, cfg) }
+	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns), dialSide: side}, nil
 }
 
 // held is the process-wide state of HoldCloses.
@@ -216,18 +220,20 @@ var errGenChanged = errors.New("nftables ruleset changed concurrently")
 // kernel answers each one, with errno 0 or the error, whether the batch
 // was committed or aborted — except for batch-level refusals (generation
 // mismatch, no CAP_NET_ADMIN, commit failure), which get a single error.
+// Rules sent with NLM_F_ECHO come back, with their handles, during the
+// commit and so before the acks: they are returned as echoed.
 // So we read until we have one answer per message or, after an error,
 // until the queue is empty (a short deadline); a generous deadline guards
 // the whole exchange.
-func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) error {
+func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) (echoed []ChainRule, err error) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	begin := nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
 	if gen != nil {
 		b, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFNL_BATCH_GENID, Data: binary.BigEndian.AppendUint32(nil, *gen)}})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		begin = append(begin, b...)
 	}
@@ -243,7 +249,7 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 	}
 	crashAt(checkOnly, "before")
 	if _, err := c.nl.SendMessages(out); err != nil {
-		return fmt.Errorf("sending nftables batch: %w", nlerr.Plain(err))
+		return nil, fmt.Errorf("sending nftables batch: %w", nlerr.Plain(err))
 	}
 	crashAt(checkOnly, "after") // committed (or refused), answer unread
 	// Deadlines are best effort: only a fake socket lacks them, and a fake
@@ -259,15 +265,15 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 				if len(errs) > 0 {
 					break // no more answers queued: batch-level refusal
 				}
-				return errors.New("no answer from nf_tables to the batch")
+				return nil, errors.New("no answer from nf_tables to the batch")
 			}
 			var oe *netlink.OpError
 			if !errors.As(err, &oe) || errors.Is(err, unix.ENOBUFS) {
-				return fmt.Errorf("reading nftables batch answer: %w", nlerr.Plain(err))
+				return nil, fmt.Errorf("reading nftables batch answer: %w", nlerr.Plain(err))
 			}
 			var errno unix.Errno
 			if errors.As(err, &errno) && errno == unix.ERESTART {
-				return errGenChanged
+				return nil, errGenChanged
 			}
 			answers++
 			errs = append(errs, nlerr.Plain(err))
@@ -277,13 +283,15 @@ func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) er
 		for _, r := range replies {
 			if r.Header.Type == netlink.Error {
 				answers++
+			} else if e, ok := echoedRule(r); ok {
+				echoed = append(echoed, e)
 			}
 		}
 	}
 	if len(errs) > 0 {
-		return errors.Join(dedup(errs)...)
+		return nil, errors.Join(dedup(errs)...)
 	}
-	return nil
+	return echoed, nil
 }
 
 // crashAt marks a real (not check-only) batch as a step where the

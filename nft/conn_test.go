@@ -56,14 +56,14 @@ func TestLiveGenerationGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.sendBatch(msgs, &gen, false); err != nil {
+	if _, err := c.sendBatch(msgs, &gen, false); err != nil {
 		t.Fatal(err)
 	}
 	// gen is stale now.
 	b = newBatch()
 	b.AddSet(&nftables.Set{Table: testTable, Name: "s", KeyType: nftables.TypeIPAddr})
 	msgs, _ = b.messages()
-	if err := c.sendBatch(msgs, &gen, false); !errors.Is(err, errGenChanged) {
+	if _, err := c.sendBatch(msgs, &gen, false); !errors.Is(err, errGenChanged) {
 		t.Fatalf("stale batch: %v, want errGenChanged", err)
 	}
 	if _, err := c.elements(&nftables.Set{Table: testTable, Name: "s"}); err != nil {

@@ -172,7 +172,8 @@ func (c *Conn) probe(f Feature) error {
 			Data:   append(nfgenmsg(byte(probeTable.Family), 0), attrs...),
 		}}
 	}
-	return c.sendBatch(msgs, nil, true)
+	_, err := c.sendBatch(msgs, nil, true)
+	return err
 }
 
 // Explain turns err, a failed batch, into an *UnsupportedError when one of

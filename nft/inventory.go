@@ -78,6 +78,15 @@ func nlString(b []byte, typ uint16) string {
 
 // nlUint32 returns the big-endian uint32 attribute typ of b.
 func nlUint32(b []byte, typ uint16) (uint32, bool) {
+	return nlUint(b, typ, (*netlink.AttributeDecoder).Uint32)
+}
+
+// nlUint64 returns the big-endian uint64 attribute typ of b.
+func nlUint64(b []byte, typ uint16) (uint64, bool) {
+	return nlUint(b, typ, (*netlink.AttributeDecoder).Uint64)
+}
+
+func nlUint[T uint32 | uint64](b []byte, typ uint16, get func(*netlink.AttributeDecoder) T) (T, bool) {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
 		return 0, false
@@ -85,7 +94,7 @@ func nlUint32(b []byte, typ uint16) (uint32, bool) {
 	ad.ByteOrder = binary.BigEndian
 	for ad.Next() {
 		if ad.Type() == typ {
-			return ad.Uint32(), ad.Err() == nil
+			return get(ad), ad.Err() == nil
 		}
 	}
 	return 0, false

@@ -59,6 +59,10 @@ const maxMemo = 1 << 14
 // NetworkHash is the tag prefix shared by everything of one network.
 func NetworkHash(network string) string { return hash16(network) }
 
+// ShortHash is the 16-character hash tags are made of, for keys derived
+// from other names (a comment, a chain).
+func ShortHash(s string) string { return hash16(s) }
+
 // AttachmentHash identifies one (container, interface) within a network.
 func (o Owner) AttachmentHash() string { return hash16(o.ContainerID + "/" + o.IfName) }
 

@@ -58,7 +58,8 @@ func (c *Conn) chainExists(ch *nftables.Chain) (bool, error) {
 // InsertForeignRule inserts r at the head of its chain, which may belong
 // to a table that is not ours (see above), with tag, an owner tag, as its
 // comment. The chain must have been seen by Tx.ChainExists in the same
-// Update.
+// Update. The kernel echoes the rule with its handle once the batch is
+// committed (Tx.Echoed).
 func (b *Batch) InsertForeignRule(r *nftables.Rule, tag string) {
 	if _, ok := ParseTag(tag); !ok {
 		b.fail(fmt.Errorf("nftables: refusing a rule without an owner tag in chain %s %s %s", familyName(r.Table.Family), r.Table.Name, r.Chain.Name))
@@ -70,6 +71,7 @@ func (b *Batch) InsertForeignRule(r *nftables.Rule, tag string) {
 	}
 	r.UserData = RuleUserData(tag)
 	b.rec.InsertRule(r)
+	b.echo = append(b.echo, b.n)
 	b.n++
 }
 

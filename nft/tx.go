@@ -20,6 +20,9 @@ type Tx struct {
 	c     *Conn
 	b     *Batch
 	after []func() error
+	// then and echoed: see Tx.Then and Tx.Echoed (handles.go).
+	then   []func(next *Tx) error
+	echoed []ChainRule
 }
 
 // AfterCommit registers f to run once this attempt's batch is committed
@@ -148,15 +151,12 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 			last = errGenChanged
 			continue
 		}
-		err = c.sendBatch(msgs, &gen, false)
+		tx.echoed, err = c.sendBatch(msgs, &gen, false)
 		if err == nil {
-			for _, m := range msgs {
-				switch int(m.Header.Type) & 0xff {
-				case unix.NFT_MSG_DELSETELEM, unix.NFT_MSG_DELRULE, unix.NFT_MSG_DELSET, unix.NFT_MSG_DELCHAIN, unix.NFT_MSG_DELTABLE:
-					c.released = true
-				}
-			}
-			return tx.runAfter()
+			c.noteReleases(msgs)
+			err = tx.runAfter()
+			c.follow(tx, gen)
+			return err
 		}
 		if !errors.Is(err, errGenChanged) && !errors.Is(err, unix.EBUSY) && !errors.Is(err, errInterrupted) {
 			return err

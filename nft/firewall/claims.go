@@ -43,12 +43,14 @@ func (cs claims) claimed(e nft.Element) []byte {
 // with a claimant (prefer, the owner being set up, if it is one), removed
 // once no claim is left — but only lookup elements whose tag drop selects
 // or which belonged to a removed claim: an element someone else put there
-// without a claim is left alone. It reports whether the claim set changes.
-func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) bool, prefer string) (bool, error) {
+// without a claim is left alone. It reports whether the claim set changes,
+// and whether drop selected any claim (had).
+func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) bool, prefer string) (changed, had bool, err error) {
 	cur, err := tx.Elements(cs.set)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
+	had = slices.ContainsFunc(cur, func(e nft.Element) bool { return drop(e.Comment) })
 	var del, add []nft.Element
 	for _, e := range cur {
 		wantedAsIs := slices.ContainsFunc(want, func(w nft.Element) bool { return nft.SameElement(e, w) })
@@ -83,7 +85,7 @@ func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) 
 	for _, d := range cs.derived {
 		curD, err := tx.Elements(d.set)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		// The lookup keys to look at: those of removed and wanted
 		// claims, and those of lookup elements drop selects.
@@ -130,7 +132,7 @@ func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) 
 		b.DeleteElements(d.set, delD)
 		b.AddElements(d.set, addD)
 	}
-	return len(del)+len(add) > 0, nil
+	return len(del)+len(add) > 0, had, nil
 }
 
 func pick(claimants []string, prefer string) string {

@@ -313,20 +313,36 @@ func Setup(ns *netns.NS, a Attachment) error {
 			return err
 		}
 		changed := map[*nftables.Set]bool{}
+		// owned: the owner has claims. Without any it has no rules in
+		// other owners' chains either: they are written and removed in
+		// the same batches as its claims.
+		owned := false
 		for _, cs := range claimSets {
-			ch, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
+			ch, had, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
 			if err != nil {
 				return err
 			}
 			changed[cs.set] = ch
+			owned = owned || had
 		}
 		accepts := a.accepts()
+		mark := foreign.Mark{Owner: a.Owner}
 		for _, ch := range a.chains() {
+			// iptables-nft's chains, which every Teardown cleans, are
+			// not read for an owner without claims (every first ADD).
+			// A named chain may hold rules a Teardown with another
+			// configuration left there, and is read.
+			if !owned && ch.Iptables {
+				if err := foreign.Insert(tx, ch, mark, accepts); err != nil {
+					return err
+				}
+				continue
+			}
 			// A chain's rules are replaced when the claims of its
 			// families changed.
 			ch4 := ch.Table.Family != nftables.TableFamilyIPv6 && changed[owners4]
 			ch6 := ch.Table.Family != nftables.TableFamilyIPv4 && changed[owners6]
-			if err := foreign.Sync(tx, ch, foreign.Mark{Owner: a.Owner}, accepts, ch4 || ch6); err != nil {
+			if err := foreign.Sync(tx, ch, mark, accepts, ch4 || ch6); err != nil {
 				return err
 			}
 		}
@@ -364,7 +380,7 @@ func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error
 	chains := Attachment{AcceptChains: acceptChains}.chains()
 	return remove(ns, owner.OwnedBy, func(tx *nft.Tx) error {
 		for _, ch := range chains {
-			if _, err := foreign.Remove(tx, ch, mine(owner.OwnedBy)); err != nil {
+			if _, err := foreign.Remove(tx, ch, foreign.Mark{Owner: owner}); err != nil {
 				return err
 			}
 		}
@@ -398,7 +414,7 @@ func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx
 		}
 		if ok {
 			for _, cs := range claimSets {
-				if _, err := cs.plan(tx, nil, match, ""); err != nil {
+				if _, _, err := cs.plan(tx, nil, match, ""); err != nil {
 					return err
 				}
 			}

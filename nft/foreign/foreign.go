@@ -369,39 +369,66 @@ func creatable(r Reader, c Chain) (create, addTable bool, err error) {
 // family, at the chain's head. When m already has as many rules there as
 // it should and changed is false (the caller's own state for these
 // accepts did not change), nothing is written; otherwise m's rules are
-// replaced as a whole (rules are never compared by content). A missing
-// iptables-nft chain is created when there is something to put in it
-// (see creatable); a missing named chain fails.
+// replaced as a whole (rules are never compared by content). m's rules
+// are found through the index (index.go) when it is right, by reading the
+// chain otherwise. A missing iptables-nft chain is created when there is
+// something to put in it (see creatable); a missing named chain fails.
 func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	rules := c.encode(want)
 	exists, err := ensure(tx, c, len(rules) > 0)
 	if err != nil || !exists {
 		return err
 	}
+	idx, mine, ok, err := indexed(tx, c, m)
+	if err != nil {
+		return err
+	}
+	if ok && len(rules) > 0 {
+		if !changed && len(mine) == len(rules) {
+			return nil
+		}
+		b := tx.Batch()
+		for _, h := range mine {
+			b.DeleteForeignRule(c.nft(), h)
+		}
+		unindex(tx, m, idx)
+		insert(tx, c, m, rules)
+		return nil
+	}
 	cur, err := tx.Rules(c.nft())
 	if err != nil {
 		return err
 	}
-	var mine []nft.Rule
+	mine = nil
 	for _, r := range cur {
 		if m.Has(r.Comment) {
-			mine = append(mine, r)
+			mine = append(mine, r.Handle)
 		}
 	}
 	if !changed && len(mine) == len(rules) {
 		return nil
 	}
 	b := tx.Batch()
-	for _, r := range mine {
-		b.DeleteForeignRule(c.nft(), r.Handle)
+	for _, h := range mine {
+		b.DeleteForeignRule(c.nft(), h)
 	}
-	for _, exprs := range rules {
-		b.InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
-	}
+	unindex(tx, m, idx)
+	insert(tx, c, m, rules)
 	if len(rules) == 0 {
 		return prune(tx, c, len(cur), len(mine))
 	}
 	return nil
+}
+
+// insert puts rules at c's head for m and has them indexed.
+func insert(tx *nft.Tx, c Chain, m Mark, rules [][]expr.Any) {
+	if len(rules) == 0 {
+		return
+	}
+	for _, exprs := range rules {
+		tx.Batch().InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
+	}
+	indexAfter(tx, c, m)
 }
 
 // Insert puts m's rules for the accepts of want that fit c's family at
@@ -418,9 +445,7 @@ func Insert(tx *nft.Tx, c Chain, m Mark, want []Accept) error {
 	if err != nil || !exists {
 		return err
 	}
-	for _, exprs := range rules {
-		tx.Batch().InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
-	}
+	insert(tx, c, m, rules)
 	return nil
 }
 
@@ -463,12 +488,26 @@ func prune(tx *nft.Tx, c Chain, had, removed int) error {
 	return nil
 }
 
-// Remove deletes the rules of c whose comment match selects; a missing
-// chain has none.
-func Remove(tx *nft.Tx, c Chain, match func(comment string) bool) (int, error) {
+// Remove deletes m's rules in c, found through the index when it is right
+// (index.go), by reading the chain otherwise; a missing chain has none.
+func Remove(tx *nft.Tx, c Chain, m Mark) (int, error) {
 	ok, err := tx.ChainExists(c.nft())
-	if err != nil || !ok {
+	if err != nil {
 		return 0, err
+	}
+	idx, mine, indexOK, err := indexed(tx, c, m)
+	if err != nil {
+		return 0, err
+	}
+	unindex(tx, m, idx)
+	if !ok {
+		return 0, nil
+	}
+	if indexOK {
+		for _, h := range mine {
+			tx.Batch().DeleteForeignRule(c.nft(), h)
+		}
+		return len(mine), pruneIfOnly(tx, c, mine)
 	}
 	cur, err := tx.Rules(c.nft())
 	if err != nil {
@@ -476,12 +515,32 @@ func Remove(tx *nft.Tx, c Chain, match func(comment string) bool) (int, error) {
 	}
 	n := 0
 	for _, r := range cur {
-		if match(r.Comment) {
+		if m.Has(r.Comment) {
 			tx.Batch().DeleteForeignRule(c.nft(), r.Handle)
 			n++
 		}
 	}
 	return n, prune(tx, c, len(cur), n)
+}
+
+// pruneIfOnly is prune for a batch that deletes the rules with handles
+// removed from c without having read c: the table goes when it is bare
+// and c holds no other rule, which a partial read tells
+// (nft.Tx.HasRuleBesides).
+func pruneIfOnly(tx *nft.Tx, c Chain, removed []uint64) error {
+	if !c.Iptables || len(removed) == 0 {
+		return nil
+	}
+	bare, err := tx.BareIptablesFilter(c.Table.Family)
+	if err != nil || !bare {
+		return err
+	}
+	other, err := tx.HasRuleBesides(c.nft(), removed)
+	if err != nil || other {
+		return err
+	}
+	tx.Batch().DeleteIptablesFilter(c.Table.Family)
+	return nil
 }
 
 // RemoveEverywhere deletes every rule, in any table not ours, whose
@@ -508,7 +567,7 @@ func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) 
 			return 0, err
 		}
 	}
-	return n, nil
+	return n, unindexWhere(tx, match)
 }
 
 // chainOf is ch as a Chain, one of Iptables when it is one of theirs.

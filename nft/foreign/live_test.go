@@ -110,7 +110,7 @@ func TestLiveIptablesSpelling(t *testing.T) {
 	}
 	update(t, ours, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
-			if _, err := Remove(tx, ch, fwMark.Has); err != nil {
+			if _, err := Remove(tx, ch, fwMark); err != nil {
 				return err
 			}
 		}
@@ -188,10 +188,10 @@ func TestLiveNamedChains(t *testing.T) {
 
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range []Chain{inet, ip, missing} {
-			if _, err := Remove(tx, ch, fwMark.Has); err != nil {
+			if _, err := Remove(tx, ch, fwMark); err != nil {
 				return err
 			}
-			if _, err := Remove(tx, ch, pmMark.Has); err != nil {
+			if _, err := Remove(tx, ch, pmMark); err != nil {
 				return err
 			}
 		}
@@ -237,7 +237,7 @@ func TestLivePrune(t *testing.T) {
 	sync(t, ns, Iptables, pmMark, pmWant)
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
-			if _, err := Remove(tx, ch, fwMark.Has); err != nil {
+			if _, err := Remove(tx, ch, fwMark); err != nil {
 				return err
 			}
 		}
@@ -250,7 +250,109 @@ func TestLivePrune(t *testing.T) {
 		_, err := RemoveEverywhere(tx, pmMark.Has)
 		return err
 	})
-	if got := hostfw.Run(t, ns, "", "nft", "list", "ruleset"); got != "" {
-		t.Errorf("ruleset after the last removal:\n%s", got)
+	// What stays is the index's own table, empty (index.go).
+	want := "table inet nftcni_foreign {\n\tmap rules {\n\t\ttype ifname . ifname : ifname . ifname . ifname . ifname\n\t}\n}\n"
+	if got := hostfw.Run(t, ns, "", "nft", "list", "ruleset"); got != want {
+		t.Errorf("ruleset after the last removal:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// The index finds the rules without reading the chain, and is only trusted
+// while it is right: after the rules were deleted and inserted again (new
+// handles), and after the table was deleted and made again (its rule
+// handles start anew, so an old handle can name another rule with the same
+// comment), Remove still removes exactly the mark's rules, and the table
+// goes with the last of them.
+func TestLiveIndex(t *testing.T) {
+	hostfw.Require(t)
+	fams := []struct{ fam, addr string }{{"ip", "10.1.0.5"}, {"ip6", "fd00::5"}}
+	insert := func(t *testing.T, ns *netns.NS, fam, addr, comment string, n int) {
+		for range n {
+			hostfw.Run(t, ns, "", "nft", "insert", "rule", fam, "filter", "FORWARD", fam, "saddr", addr, "accept", "comment", `"`+comment+`"`)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		disturb func(t *testing.T, ns *netns.NS)
+		indexed bool // Remove may use the index
+	}{
+		{"untouched", func(*testing.T, *netns.NS) {}, true},
+		{"rules inserted again", func(t *testing.T, ns *netns.NS) {
+			for _, f := range fams {
+				out := hostfw.Run(t, ns, "", "nft", "-a", "list", "chain", f.fam, "filter", "FORWARD")
+				n := 0
+				for _, l := range strings.Split(out, "\n") {
+					if strings.Contains(l, `"`+fwMark.comment()+`"`) {
+						_, h, _ := strings.Cut(l, "# handle ")
+						hostfw.Run(t, ns, "", "nft", "delete", "rule", f.fam, "filter", "FORWARD", "handle", strings.TrimSpace(h))
+						n++
+					}
+				}
+				insert(t, ns, f.fam, f.addr, fwMark.comment(), n)
+			}
+		}, false},
+		{"table made again", func(t *testing.T, ns *netns.NS) {
+			for _, f := range fams {
+				hostfw.Run(t, ns, "", "nft", "delete", "table", f.fam, "filter")
+				hostfw.Run(t, ns, "", "nft", "add", "table", f.fam, "filter")
+				hostfw.Run(t, ns, "", "nft", "add", "chain", f.fam, "filter", "FORWARD", "{ type filter hook forward priority 0; policy accept; }")
+				insert(t, ns, f.fam, f.addr, pmMark.comment(), 1)
+				insert(t, ns, f.fam, f.addr, fwMark.comment(), 3) // handles the index names, and one more
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := privtest.NewNS(t)
+			sync(t, ns, Iptables, pmMark, pmWant)
+			sync(t, ns, Iptables, fwMark, fwWant)
+			before := indexHits.Load()
+			sync(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
+			if indexHits.Load() == before {
+				t.Error("a repeated Sync did not find its rules through the index")
+			}
+			tc.disturb(t, ns)
+			before = indexHits.Load()
+			remove := func(m Mark) {
+				update(t, ns, func(tx *nft.Tx) error {
+					for _, ch := range Iptables {
+						if _, err := Remove(tx, ch, m); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			remove(fwMark)
+			if got := indexHits.Load() > before; got != tc.indexed {
+				t.Errorf("Remove used the index: %v, want %v", got, tc.indexed)
+			}
+			for _, f := range fams {
+				out := hostfw.Run(t, ns, "", "nft", "list", "table", f.fam, "filter")
+				if strings.Contains(out, `"`+fwMark.comment()+`"`) || strings.Count(out, `"`+pmMark.comment()+`"`) != 1 {
+					t.Errorf("%s after removing the firewall's rules:\n%s", f.fam, out)
+				}
+			}
+			remove(pmMark)
+			if got := hostfw.Others(t, ns); got != "" {
+				t.Errorf("iptables-nft's tables stayed after the last rule:\n%s", got)
+			}
+			if els := owned(t, ns); len(els) != 0 {
+				t.Errorf("index elements left: %v", els)
+			}
+		})
+	}
+}
+
+func owned(t *testing.T, ns *netns.NS) []nft.OwnedElement {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	els, err := c.OwnedElements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return els
 }

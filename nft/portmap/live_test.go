@@ -36,6 +36,9 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}
 	expect := func(step string, want ...string) { t.Helper(); nfttest.ExpectOwned(t, ns, step, want...) }
 	ta, tb := a.Tag(), b.Tag()
+	// Index elements of the accepts in iptables-nft's FORWARD chains,
+	// one per chain (nft/foreign).
+	ia, ib := "inet rules "+a.ComponentTag(component), "inet rules "+b.ComponentTag(component)
 
 	if err := Setup(ns, Spec{Owner: a,
 		Mappings: []Mapping{tcp(8080, "10.9.0.5:80"), tcp(8080, "[fd00:9::5]:80")},
@@ -45,7 +48,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}
 	recA := "6:8080>10.9.0.5:80 6:8080>[fd00:9::5]:80 h10.9.0.5/24 hfd00:9::5/64"
 	ma := a.MarkerWith(recA).Comment
-	expect("A fresh", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
+	expect("A fresh", ia, ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
 		"ip6 ports "+ta, "ip6 hairpins "+ta, "ip6 hairpin_local "+ta, "ip6 owners "+ma)
 
 	specA := Spec{Owner: a, Mappings: []Mapping{tcp(8081, "10.9.0.5:80")},
@@ -54,7 +57,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	ma = a.MarkerWith(record(specA)).Comment
-	expect("A again, IPv4 only", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
+	expect("A again, IPv4 only", ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 	if err := Check(ns, specA); err != nil {
 		t.Errorf("Check after A's second Setup: %v", err)
 	}
@@ -64,14 +67,14 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	if !errors.As(err, &ce) || ce.HostPort != 8081 || ce.Holder != ta {
 		t.Fatalf("B asking for A's port: %v", err)
 	}
-	expect("after the conflict", "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
+	expect("after the conflict", ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 
 	specB := Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
 	if err := Setup(ns, specB); err != nil {
 		t.Fatal(err)
 	}
-	expect("B takes over", "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
+	expect("B takes over", ia, ib, "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
 		"ip owners "+ma, "ip owners "+b.MarkerWith(record(specB)).Comment)
 
 	for _, o := range []nft.Owner{a, b} {
@@ -290,6 +293,7 @@ func TestLiveMasqAllTakesOver(t *testing.T) {
 		}
 	}
 	ta, tb := a.Tag(), b.Tag()
+	ia, ib := "inet rules "+a.ComponentTag(component), "inet rules "+b.ComponentTag(component)
 	sa1, sb, sa2 := spec(a, 8080, false), spec(b, 8081, true), spec(a, 8082, false)
 	marker := func(s Spec) string { return s.Owner.MarkerWith(record(s)).Comment }
 	for _, step := range []struct {
@@ -297,10 +301,10 @@ func TestLiveMasqAllTakesOver(t *testing.T) {
 		what string
 		want []string
 	}{
-		{sa1, "a", []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa1)}},
-		{sb, "b took the address over with masqAll", []string{"ip ports " + ta, "ip ports " + tb,
+		{sa1, "a", []string{ia, "ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa1)}},
+		{sb, "b took the address over with masqAll", []string{ia, ib, "ip ports " + ta, "ip ports " + tb,
 			"ip hairpins " + tb, "ip hairpin_local " + tb, "ip owners " + marker(sa1), "ip owners " + marker(sb)}},
-		{sa2, "a took the address back", []string{"ip ports " + ta, "ip ports " + tb,
+		{sa2, "a took the address back", []string{ia, ib, "ip ports " + ta, "ip ports " + tb,
 			"ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa2), "ip owners " + marker(sb)}},
 	} {
 		if err := Setup(ns, step.s); err != nil {

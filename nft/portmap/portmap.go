@@ -918,14 +918,14 @@ type Removed struct {
 // whether its interfaces get route_localnet back depends on everyone
 // else's records (localnet.go). Other owners' chains are read whole.
 func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
-	mine := foreign.Of(component, owner.OwnedBy)
+	mark := foreign.Mark{Owner: owner, Component: component}
 	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx, owned bool) (int, error) {
 		n := 0
 		for _, ch := range chains(acceptChains) {
 			if !owned && ch.Iptables {
 				continue // no marker, no rules there (see Setup)
 			}
-			k, err := foreign.Remove(tx, ch, mine)
+			k, err := foreign.Remove(tx, ch, mark)
 			if err != nil {
 				return 0, err
 			}
