@@ -149,40 +149,76 @@ func (tx *Tx) TableHandle(t *nftables.Table) (h uint64, ok bool, err error) {
 }
 
 // HasRuleBesides reports whether chain ch holds a rule whose handle is not
-// one of except, reading no more of the chain than it takes: a chain
-// dump on a socket of its own, abandoned (closed) at the first such rule.
+// one of except, reading no more of the chain than it takes (Tx.scan).
 // Rules are dumped in the chain's order, so with except at the chain's
-// head — where our foreign rules are inserted — that is the first reply
-// but for a chain that holds nothing else. Where the Conn cannot dial a
-// second socket (a fake), the chain is read whole.
+// head — where our foreign rules are inserted — the first reply decides
+// but for a chain that holds nothing else.
 func (tx *Tx) HasRuleBesides(ch *nftables.Chain, except []uint64) (bool, error) {
 	other := func(r Rule) bool { return !slices.Contains(except, r.Handle) }
-	if tx.c.dialSide == nil {
-		rules, err := tx.c.rules(ch)
-		return slices.ContainsFunc(rules, other), err
-	}
 	what := fmt.Sprintf("reading rules of chain %s %s %s", familyName(ch.Table.Family), ch.Table.Name, ch.Name)
+	return tx.scan(unix.NFT_MSG_GETRULE, ch.Table.Family, []netlink.Attribute{
+		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
+		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
+	}, what, func(m netlink.Message) (bool, error) {
+		r, table, chain, err := decodeRule(m)
+		return err == nil && r != nil && table == ch.Table.Name && chain == ch.Name && other(*r), err
+	})
+}
+
+// AnyElement reports whether set s holds an element for which match is
+// true, reading no more of the set than it takes (Tx.scan): for questions
+// like "does another attachment still use this interface", which the first
+// reply of a set dump usually answers when the answer is yes.
+func (tx *Tx) AnyElement(s *nftables.Set, match func(Element) bool) (bool, error) {
+	what := fmt.Sprintf("reading elements of set %s %s %s", familyName(s.Table.Family), s.Table.Name, s.Name)
+	return tx.scan(unix.NFT_MSG_GETSETELEM, s.Table.Family, []netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(s.Table.Name)},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(s.Name)},
+	}, what, func(m netlink.Message) (bool, error) {
+		els, err := appendElements(nil, s, []netlink.Message{m})
+		return slices.ContainsFunc(els, match), err
+	})
+}
+
+// scan dumps what a GET request of type typ with attrs asks for and calls
+// found on each message until it reports true, and then stops reading: the
+// dump runs on a socket of its own in the same namespace, which is simply
+// closed (netlink's Receive would read a dump to its end; one datagram at
+// a time is what makes stopping early possible). A missing table, chain
+// or set is an empty dump. Where the Conn cannot dial a second socket (a
+// fake), the dump is read whole on the Conn itself.
+func (tx *Tx) scan(typ int, fam nftables.TableFamily, attrs []netlink.Attribute, what string, found func(netlink.Message) (bool, error)) (bool, error) {
+	if tx.c.dialSide == nil {
+		msgs, err := tx.c.request(typ, byte(fam), netlink.Dump, attrs)
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		for _, m := range msgs {
+			if ok, err := found(m); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
+	}
 	side, err := tx.c.dialSide()
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
 	defer side.Close()
-	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
-		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
-		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
-	})
+	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return false, err
 	}
 	req := netlink.Message{
-		Header: netlink.Header{Type: msgType(unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
-		Data:   append(nfgenmsg(byte(ch.Table.Family), 0), attrs...),
+		Header: netlink.Header{Type: msgType(typ), Flags: netlink.Request | netlink.Dump},
+		Data:   append(nfgenmsg(byte(fam), 0), data...),
 	}
 	if _, err := side.Send(req); err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	// Netlink's Receive would read the dump to its end; one datagram at a
-	// time is what makes stopping early possible.
 	rc, err := side.SyscallConn()
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
@@ -210,24 +246,22 @@ func (tx *Tx) HasRuleBesides(ch *nftables.Chain, except []uint64) (bool, error) 
 				return false, nil
 			case unix.NLMSG_ERROR:
 				if len(p.Data) >= 4 {
-					if errno := -int32(binary.NativeEndian.Uint32(p.Data)); errno != 0 {
-						if unix.Errno(errno) == unix.ENOENT {
-							return false, nil
-						}
-						return false, fmt.Errorf("%s: %w", what, unix.Errno(errno))
+					if errno := unix.Errno(-int32(binary.NativeEndian.Uint32(p.Data))); errno != 0 && errno != unix.ENOENT {
+						return false, fmt.Errorf("%s: %w", what, errno)
 					}
 				}
 				return false, nil
 			}
-			m := netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(p.Header.Type), Flags: netlink.HeaderFlags(p.Header.Flags)}, Data: p.Data}
-			if m.Header.Flags&netlink.DumpInterrupted != 0 {
+			if p.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
 				return false, errInterrupted
 			}
-			r, table, chain, err := decodeRule(m)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", what, err)
+			m := netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(p.Header.Type), Flags: netlink.HeaderFlags(p.Header.Flags)}, Data: p.Data}
+			if len(m.Data) < 4 {
+				continue
 			}
-			if r != nil && table == ch.Table.Name && chain == ch.Name && other(*r) {
+			if ok, err := found(m); err != nil {
+				return false, fmt.Errorf("%s: %w", what, err)
+			} else if ok {
 				return true, nil
 			}
 		}

@@ -241,7 +241,8 @@ func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
 }
 
 // decodeRule reads handle, comment, table and chain of a NEWRULE message;
-// nil for any other message.
+// nil for any other message. The comment is the userdata's, as nft and
+// we write it, or else an x_tables comment match's (xtComment).
 func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 	if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
 		return nil, "", "", nil
@@ -252,6 +253,7 @@ func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 	}
 	ad.ByteOrder = binary.BigEndian
 	r = &Rule{}
+	var exprs []byte
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
@@ -262,10 +264,15 @@ func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 			r.Handle = ad.Uint64()
 		case unix.NFTA_RULE_USERDATA:
 			r.Comment = comment(ad.Bytes())
+		case unix.NFTA_RULE_EXPRESSIONS:
+			exprs = ad.Bytes()
 		}
 	}
 	if err := ad.Err(); err != nil {
 		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
+	}
+	if r.Comment == "" && exprs != nil {
+		r.Comment = xtComment(exprs)
 	}
 	return r, table, chain, nil
 }

@@ -1,8 +1,12 @@
 package nft
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
@@ -92,4 +96,62 @@ func (x XTConntrack) Info() []byte {
 func (x XTConntrack) Match() *expr.Match {
 	info := xt.Unknown(x.Info())
 	return &expr.Match{Name: "conntrack", Rev: 3, Info: &info}
+}
+
+// xtComment is the text of the first x_tables comment match (`-m comment
+// --comment "…"`) among a rule's expressions (NFTA_RULE_EXPRESSIONS), ""
+// when there is none.
+//
+// Why: we write comments as userdata, which iptables-save prints as `-m
+// comment`; but iptables-restore (1.8.9, Debian 12's) turns them back into
+// the x_tables match, so after an iptables-save/iptables-restore round trip
+// — what netfilter-persistent does at boot, what an administrator does by
+// hand — our accepts in iptables-nft's FORWARD chain carry their owner tag
+// only there. Read only for rules without a userdata comment.
+func xtComment(exprs []byte) string {
+	list, err := netlink.NewAttributeDecoder(exprs)
+	if err != nil {
+		return ""
+	}
+	for list.Next() {
+		e, err := netlink.NewAttributeDecoder(list.Bytes())
+		if err != nil {
+			return ""
+		}
+		var name string
+		var data []byte
+		for e.Next() {
+			switch e.Type() {
+			case unix.NFTA_EXPR_NAME:
+				name = e.String()
+			case unix.NFTA_EXPR_DATA:
+				data = e.Bytes()
+			}
+		}
+		if name != "match" || data == nil {
+			continue
+		}
+		m, err := netlink.NewAttributeDecoder(data)
+		if err != nil {
+			return ""
+		}
+		var match string
+		var info []byte
+		for m.Next() {
+			switch m.Type() {
+			case unix.NFTA_MATCH_NAME:
+				match = m.String()
+			case unix.NFTA_MATCH_INFO:
+				info = m.Bytes()
+			}
+		}
+		if match == "comment" {
+			// struct xt_comment_info: char comment[256], NUL-terminated.
+			if i := bytes.IndexByte(info, 0); i >= 0 {
+				info = info[:i]
+			}
+			return string(info)
+		}
+	}
+	return ""
 }

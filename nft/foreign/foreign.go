@@ -38,6 +38,11 @@
 // nothing and that iptables shows exactly as no table; with anything of
 // anyone's in it (Docker's chains, a DROP policy) it stays as it is.
 //
+// Rules are found by their comments; reading a chain that holds everyone's
+// costs in proportion to the attachments on the host, so an index of
+// handles (index.go, table `inet nftcni_foreign`) lets Sync and Remove
+// find an attachment's rules without it whenever the index is right.
+//
 // Exception: a kernel without the x_tables conntrack match (nft_compat,
 // xt_conntrack — small embedded kernels) cannot run iptables-nft's
 // conntrack rules, ours or Docker's; there a missing FORWARD chain is not

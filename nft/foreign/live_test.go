@@ -275,8 +275,9 @@ func TestLiveIndex(t *testing.T) {
 		name    string
 		disturb func(t *testing.T, ns *netns.NS)
 		indexed bool // Remove may use the index
+		kept    bool // the tables hold more than their FORWARD chain: kept
 	}{
-		{"untouched", func(*testing.T, *netns.NS) {}, true},
+		{"untouched", func(*testing.T, *netns.NS) {}, true, false},
 		{"rules inserted again", func(t *testing.T, ns *netns.NS) {
 			for _, f := range fams {
 				out := hostfw.Run(t, ns, "", "nft", "-a", "list", "chain", f.fam, "filter", "FORWARD")
@@ -290,7 +291,17 @@ func TestLiveIndex(t *testing.T) {
 				}
 				insert(t, ns, f.fam, f.addr, fwMark.comment(), n)
 			}
-		}, false},
+		}, false, false},
+		{"iptables-save and iptables-restore", func(t *testing.T, ns *netns.NS) {
+			// iptables-restore makes the comments x_tables comment
+			// matches, and every rule gets a new handle.
+			for _, p := range []string{"iptables", "ip6tables"} {
+				hostfw.Run(t, ns, hostfw.Run(t, ns, "", p+"-save"), p+"-restore")
+			}
+			if save := hostfw.IptablesSave(t, ns); strings.Count(save, `"`+fwMark.comment()+`"`) != 4 {
+				t.Fatalf("after the round trip:\n%s", save)
+			}
+		}, false, true}, // iptables-restore adds INPUT and OUTPUT
 		{"table made again", func(t *testing.T, ns *netns.NS) {
 			for _, f := range fams {
 				hostfw.Run(t, ns, "", "nft", "delete", "table", f.fam, "filter")
@@ -299,7 +310,7 @@ func TestLiveIndex(t *testing.T) {
 				insert(t, ns, f.fam, f.addr, pmMark.comment(), 1)
 				insert(t, ns, f.fam, f.addr, fwMark.comment(), 3) // handles the index names, and one more
 			}
-		}, false},
+		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := privtest.NewNS(t)
@@ -326,21 +337,47 @@ func TestLiveIndex(t *testing.T) {
 			if got := indexHits.Load() > before; got != tc.indexed {
 				t.Errorf("Remove used the index: %v, want %v", got, tc.indexed)
 			}
-			for _, f := range fams {
-				out := hostfw.Run(t, ns, "", "nft", "list", "table", f.fam, "filter")
-				if strings.Contains(out, `"`+fwMark.comment()+`"`) || strings.Count(out, `"`+pmMark.comment()+`"`) != 1 {
-					t.Errorf("%s after removing the firewall's rules:\n%s", f.fam, out)
+			for _, ch := range Iptables {
+				var fw, pm int
+				for _, r := range rulesOf(t, ns, ch) {
+					fw += btoi(fwMark.Has(r.Comment))
+					pm += btoi(pmMark.Has(r.Comment))
+				}
+				if fw != 0 || pm != 1 {
+					t.Errorf("%s after removing the firewall's rules: %d of its rules, %d of portmap's (want 0, 1):\n%s",
+						ch, fw, pm, hostfw.Run(t, ns, "", "nft", "list", "table", nft.FamilyName(ch.Table.Family), "filter"))
 				}
 			}
 			remove(pmMark)
-			if got := hostfw.Others(t, ns); got != "" {
-				t.Errorf("iptables-nft's tables stayed after the last rule:\n%s", got)
+			if got := hostfw.Others(t, ns); (got != "") != tc.kept || strings.Contains(got, `"rule"`) {
+				t.Errorf("iptables-nft's tables after the last rule (want them kept: %v):\n%s", tc.kept, got)
 			}
 			if els := owned(t, ns); len(els) != 0 {
 				t.Errorf("index elements left: %v", els)
 			}
 		})
 	}
+}
+
+func rulesOf(t *testing.T, ns *netns.NS, ch Chain) []nft.Rule {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rules, err := c.Rules(ch.nft())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func owned(t *testing.T, ns *netns.NS) []nft.OwnedElement {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 
 	"github.com/google/nftables"
@@ -171,6 +172,29 @@ func usersAfter(cur, want []nft.Element, drop func(nft.Element) bool) map[string
 		users[recordIface(w)] = true
 	}
 	return users
+}
+
+// othersOn tells, for the interfaces of mine (an owner's localnet records,
+// which match selects), whether a record that match does not select is
+// left on them: users as usersAfter gives it, for those interfaces only
+// (ifaces). Each is one partial read of set (nft.Tx.AnyElement).
+func othersOn(tx *nft.Tx, set *nftables.Set, mine []nft.Element, match func(comment string) bool) (users map[string]bool, ifaces []string, err error) {
+	users, ifaces = map[string]bool{}, []string{}
+	for _, e := range mine {
+		name := recordIface(e)
+		if !match(e.Comment) || slices.Contains(ifaces, name) {
+			continue
+		}
+		ifaces = append(ifaces, name)
+		key := nft.IfnameKey(name)
+		users[name], err = tx.AnyElement(set, func(o nft.Element) bool {
+			return bytes.HasPrefix(o.Key, key) && !match(o.Comment)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return users, ifaces, nil
 }
 
 // checkLocalnet fails when an interface owner has a record for has

@@ -992,17 +992,26 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 			if prev != nil {
 				sets = append(f.sets(), f.owners)
 			}
-			// Restoring route_localnet needs every record of the
-			// interfaces concerned: without a record, or when the owner
-			// has localnet records, the set is read whole; a recorded
-			// owner without any has nothing to give back.
+			// Restoring route_localnet needs to know which interfaces
+			// keep records: without a record, the set is read whole; a
+			// recorded owner with localnet records asks, per interface
+			// of its own, whether another attachment has a record there
+			// too (a partial read: usually the first reply tells); a
+			// recorded owner without any has nothing to give back.
 			restore := f.localnet != nil && (prev == nil || len(prev[f.localnet]) > 0)
 			var users map[string]bool // interfaces with localnet records left
+			var ifaces []string       // the interfaces users speaks for; nil: all
 			for _, set := range sets {
 				var cur []nft.Element
 				switch {
-				case prev == nil || (set == f.localnet && restore):
+				case prev == nil:
 					cur, err = tx.Elements(set)
+				case set == f.localnet && restore:
+					if cur, err = tx.Lookup(set, prev[set]); err != nil {
+						return err
+					}
+					cur = nft.UniqueElements(cur)
+					users, ifaces, err = othersOn(tx, set, cur, match)
 				case set == f.owners:
 					cur, err = tx.Lookup(set, []nft.Element{owner.Marker()})
 				default:
@@ -1012,7 +1021,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 				if err != nil {
 					return err
 				}
-				if set == f.localnet {
+				if set == f.localnet && users == nil {
 					users = usersAfter(cur, nil, func(e nft.Element) bool { return match(e.Comment) })
 				}
 				var del []nft.Element
@@ -1039,7 +1048,16 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 				}
 			}
 			if restore {
-				priors, err := tx.Elements(f.localnetPrior)
+				var priors []nft.Element
+				if ifaces == nil {
+					priors, err = tx.Elements(f.localnetPrior)
+				} else {
+					var keys []nft.Element
+					for _, name := range ifaces {
+						keys = append(keys, nft.Element{Key: priorKey(name)})
+					}
+					priors, err = tx.Lookup(f.localnetPrior, keys)
+				}
 				if err != nil {
 					return err
 				}
