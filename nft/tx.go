@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +53,21 @@ func (tx *Tx) Batch() *Batch { return tx.b }
 
 // TableExists reports whether table t exists.
 func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableExists(t) }
+
+// SetExists reports whether set s exists (one non-dump GETSET).
+func (tx *Tx) SetExists(s *nftables.Set) (bool, error) {
+	_, err := tx.c.request(unix.NFT_MSG_GETSET, byte(s.Table.Family), 0, []netlink.Attribute{
+		{Type: unix.NFTA_SET_TABLE, Data: cstr(s.Table.Name)},
+		{Type: unix.NFTA_SET_NAME, Data: cstr(s.Name)},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	}
+	return false, fmt.Errorf("reading set %s %s %s: %w", familyName(s.Table.Family), s.Table.Name, s.Name, err)
+}
 
 // Elements reads the elements of s with their comments; a missing set
 // reads as empty.

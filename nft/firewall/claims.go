@@ -15,7 +15,8 @@ import (
 // per attachment wanting the key — and the lookup sets derived from it.
 type claims struct {
 	set     *nftables.Set
-	keyLen  int // bytes of the claimed key; the attachment id follows
+	keyLen  int           // bytes of the claimed key; the attachment id follows
+	count   *nftables.Set // claims per key (bookkeeping.go)
 	derived []derived
 }
 
@@ -44,11 +45,12 @@ func (cs claims) claimed(e nft.Element) []byte {
 // once no claim is left — but only lookup elements whose tag drop selects
 // or which belonged to a removed claim: an element someone else put there
 // without a claim is left alone. It reports whether the claim set changes,
-// and whether drop selected any claim (had).
-func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) bool, prefer string) (changed, had bool, err error) {
+// whether drop selected any claim (had), and the claims left after the
+// batch.
+func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) bool, prefer string) (changed, had bool, left []nft.Element, err error) {
 	cur, err := tx.Elements(cs.set)
 	if err != nil {
-		return false, false, err
+		return false, false, nil, err
 	}
 	had = slices.ContainsFunc(cur, func(e nft.Element) bool { return drop(e.Comment) })
 	var del, add []nft.Element
@@ -66,7 +68,6 @@ func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) 
 		}
 	}
 	// The claims after this batch.
-	var left []nft.Element
 	for _, e := range cur {
 		if !slices.ContainsFunc(del, func(d nft.Element) bool { return nft.SameElement(e, d) }) {
 			left = append(left, e)
@@ -85,7 +86,7 @@ func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) 
 	for _, d := range cs.derived {
 		curD, err := tx.Elements(d.set)
 		if err != nil {
-			return false, false, err
+			return false, false, nil, err
 		}
 		// The lookup keys to look at: those of removed and wanted
 		// claims, and those of lookup elements drop selects.
@@ -132,7 +133,7 @@ func (cs claims) plan(tx *nft.Tx, want []nft.Element, drop func(comment string) 
 		b.DeleteElements(d.set, delD)
 		b.AddElements(d.set, addD)
 	}
-	return len(del)+len(add) > 0, had, nil
+	return len(del)+len(add) > 0, had, left, nil
 }
 
 func pick(claimants []string, prefer string) string {

@@ -194,10 +194,10 @@ var (
 
 	// claimSets: each claim set and the lookup sets derived from it.
 	claimSets = []claims{
-		{set: owners4, keyLen: 4, derived: []derived{{allow4, same}}},
-		{set: owners6, keyLen: 16, derived: []derived{{allow6, same}}},
-		{set: bridgeOwners, keyLen: nft.IfnameLen, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
-		{set: isolatedOwners, keyLen: nft.IfnameLen, derived: []derived{{isolatedSelf, double}}},
+		{set: owners4, keyLen: 4, count: counts4, derived: []derived{{allow4, same}}},
+		{set: owners6, keyLen: 16, count: counts6, derived: []derived{{allow6, same}}},
+		{set: bridgeOwners, keyLen: nft.IfnameLen, count: bridgeCounts, derived: []derived{{bridges, same}, {bridgeSelf, double}}},
+		{set: isolatedOwners, keyLen: nft.IfnameLen, count: isolatedCounts, derived: []derived{{isolatedSelf, double}}},
 	}
 )
 
@@ -294,7 +294,17 @@ func Setup(ns *netns.NS, a Attachment) error {
 	}
 	defer c.Close()
 	tag := a.Owner.Tag()
-	err = c.Update(func(tx *nft.Tx) error {
+	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+		// fast: the owner has no marker, so no claims (bookkeeping.go).
+		fast := false
+		if !slowOnly {
+			ok, marks, err := counted(tx, a.Owner)
+			if err != nil {
+				return err
+			}
+			fast = ok && len(marks) == 0
+			*lookups = fast
+		}
 		b := tx.Batch()
 		b.AddTable(table)
 		// The admin chain is never flushed: an existing one keeps its rules.
@@ -303,7 +313,7 @@ func Setup(ns *netns.NS, a Attachment) error {
 				return err
 			}
 		}
-		for _, s := range sets {
+		for _, s := range slices.Concat(sets, bookkeeping) {
 			b.AddSet(s)
 		}
 		if err := tx.EnsureRules(forward, rules()); err != nil {
@@ -312,18 +322,28 @@ func Setup(ns *netns.NS, a Attachment) error {
 		if err := ensureAdminJump(tx, admin.Name); err != nil {
 			return err
 		}
-		changed := map[*nftables.Set]bool{}
+		changed := map[*nftables.Set]bool{owners4: true, owners6: true}
 		// owned: the owner has claims. Without any it has no rules in
 		// other owners' chains either: they are written and removed in
 		// the same batches as its claims.
 		owned := false
-		for _, cs := range claimSets {
-			ch, had, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
-			if err != nil {
+		if fast {
+			if err := setupFast(tx, a, want); err != nil {
 				return err
 			}
-			changed[cs.set] = ch
-			owned = owned || had
+		} else {
+			left := map[*nftables.Set][]nft.Element{}
+			for _, cs := range claimSets {
+				ch, had, l, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
+				if err != nil {
+					return err
+				}
+				changed[cs.set], left[cs.set] = ch, l
+				owned = owned || had
+			}
+			if err := syncBookkeeping(tx, left); err != nil {
+				return err
+			}
 		}
 		accepts := a.accepts()
 		mark := foreign.Mark{Owner: a.Owner}
@@ -347,11 +367,18 @@ func Setup(ns *netns.NS, a Attachment) error {
 			}
 		}
 		return nil
-	})
+	}, fellBack)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// fellBack counts a lookup path's failure (lookupRuns); the Update then
+// runs again the old way.
+func fellBack(error) bool {
+	lookupRuns.fellBack.Add(1)
+	return true
 }
 
 // ensureAdminJump adds the jump to admin chain name to admin-jumps unless
@@ -375,56 +402,102 @@ func ensureAdminJump(tx *nft.Tx, name string) error {
 // and in acceptChains. Nothing to remove is success, and then nothing is
 // written (no table is created). Admin chains, jumps and static rules
 // stay; an iptables-nft table Setup created goes when nothing but its
-// empty FORWARD chain is left in it (foreign.Remove).
+// empty FORWARD chain is left in it (foreign.Remove). With its marker's
+// record, the owner's claims are found by lookups (bookkeeping.go); an
+// owner without a marker has no claims, and no rules in iptables-nft's
+// chains.
 func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error {
+	what := fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network)
 	chains := Attachment{AcceptChains: acceptChains}.chains()
-	return remove(ns, owner.OwnedBy, func(tx *nft.Tx) error {
+	c, err := nft.Open(ns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer c.Close()
+	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+		owned := true
+		done := false
+		if !slowOnly {
+			ok, marks, err := counted(tx, owner)
+			if err != nil {
+				return err
+			}
+			switch {
+			case !ok:
+			case len(marks) == 0:
+				owned, done = false, true
+			default:
+				*lookups = true
+				if err := teardownFast(tx, owner, marks); err != nil {
+					return err
+				}
+				done = true
+			}
+		}
+		if !done {
+			if err := removeClaims(tx, owner.OwnedBy); err != nil {
+				return err
+			}
+		}
 		for _, ch := range chains {
+			if !owned && ch.Iptables {
+				continue
+			}
 			if _, err := foreign.Remove(tx, ch, foreign.Mark{Owner: owner}); err != nil {
 				return err
 			}
 		}
 		return nil
-	}, fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
+	}, fellBack)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // GC removes everything of network not owned by one of valid, its rules
 // in chains of others included, wherever they are (a chain the
 // configuration no longer names, say).
 func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+	what := fmt.Sprintf("collecting stale firewall rules of network %s", network)
 	stale := nft.StaleFunc(network, valid)
-	return remove(ns, stale, func(tx *nft.Tx) error {
-		_, err := foreign.RemoveEverywhere(tx, mine(stale))
-		return err
-	}, fmt.Sprintf("collecting stale firewall rules of network %s", network))
-}
-
-// remove drops the claims match selects and then runs removeForeign in the
-// same batch.
-func remove(ns *netns.NS, match func(comment string) bool, removeForeign func(tx *nft.Tx) error, what string) error {
 	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
 	err = c.Update(func(tx *nft.Tx) error {
-		ok, err := tx.TableExists(table)
-		if err != nil {
+		if err := removeClaims(tx, stale); err != nil {
 			return err
 		}
-		if ok {
-			for _, cs := range claimSets {
-				if _, _, err := cs.plan(tx, nil, match, ""); err != nil {
-					return err
-				}
-			}
-		}
-		return removeForeign(tx)
+		_, err := foreign.RemoveEverywhere(tx, mine(stale))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// removeClaims drops the claims match selects, reading the claim sets
+// whole, and brings markers and counts in line (the old way).
+func removeClaims(tx *nft.Tx, match func(comment string) bool) error {
+	ok, err := tx.TableExists(table)
+	if err != nil || !ok {
+		return err
+	}
+	left := map[*nftables.Set][]nft.Element{}
+	for _, cs := range claimSets {
+		_, _, l, err := cs.plan(tx, nil, match, "")
+		if err != nil {
+			return err
+		}
+		left[cs.set] = l
+	}
+	if ok, err := tx.SetExists(markers); err != nil || !ok {
+		return err // a table of an earlier version: its first Setup makes them
+	}
+	return syncBookkeeping(tx, left)
 }
 
 // Check verifies, in ns, that what Setup(a) establishes is in place: the

@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,35 @@ var staticNotes = []string{
 	`nft add set inet nftcni_firewall isolated_self { type ifname . ifname; }`,
 	`nft add set inet nftcni_firewall bridge_owners { type ifname . ifname; }`,
 	`nft add set inet nftcni_firewall isolated_owners { type ifname . ifname; }`,
+	`nft add set inet nftcni_firewall owners { type ifname; }`,
+	`nft add map inet nftcni_firewall counts4 { type ipv4_addr : integer; }`,
+	`nft add map inet nftcni_firewall counts6 { type ipv6_addr : integer; }`,
+	`nft add map inet nftcni_firewall bridge_counts { type ifname : integer; }`,
+	`nft add map inet nftcni_firewall isolated_counts { type ifname : integer; }`,
+}
+
+// Records and markers of sample and other as existing() has them.
+const (
+	sampleRecord = "10.1.0.5 fd00:1::5 s=br0"
+	otherRecord  = "10.1.0.7 s=br0"
+)
+
+func marker(o nft.Owner, rec string) nfttest.Elem {
+	e := o.MarkerWith(rec)
+	return nfttest.Elem{Key: e.Key, Comment: e.Comment}
+}
+
+// markerNote is the nft command adding o's marker recording rec.
+func markerNote(verb string, o nft.Owner, rec string) string {
+	e := o.MarkerWith(rec)
+	if verb == "delete" {
+		return `nft delete element inet nftcni_firewall owners { "` + string(e.Key) + `" }`
+	}
+	return `nft ` + verb + ` element inet nftcni_firewall owners { "` + string(e.Key) + `" comment "` + e.Comment + `" }`
+}
+
+func countElem(k []byte, n uint32) nfttest.Elem {
+	return nfttest.Elem{Key: k, Val: []byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}}
 }
 
 var ruleNotes = []string{
@@ -114,8 +144,23 @@ func existing() nfttest.State {
 			"inet nftcni_firewall isolated_self":   {},
 			"inet nftcni_firewall bridge_owners":   {bridgeClaim("br0", sample), bridgeClaim("br0", other)},
 			"inet nftcni_firewall isolated_owners": {},
+			"inet nftcni_firewall owners":          {marker(sample, sampleRecord), marker(other, otherRecord)},
+			"inet nftcni_firewall counts4":         {countElem(addr("10.1.0.5"), 1), countElem(addr("10.1.0.7"), 1)},
+			"inet nftcni_firewall counts6":         {countElem(addr("fd00:1::5"), 1)},
+			"inet nftcni_firewall bridge_counts":   {countElem(nft.IfnameKey("br0"), 2)},
+			"inet nftcni_firewall isolated_counts": {},
 		},
 	}
+}
+
+// existingV1 is existing() as an earlier version left it: claims, no
+// markers, no counts.
+func existingV1() nfttest.State {
+	st := existing()
+	for _, s := range bookkeeping {
+		delete(st.Sets, "inet nftcni_firewall "+s.Name)
+	}
+	return st
 }
 
 var sampleAttachment = Attachment{
@@ -162,6 +207,10 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_owners { "br0" . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall bridges { "br0" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1 }`,
+		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
+		markerNote("add", sample, sampleRecord),
 	}, createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
 }
 
@@ -183,6 +232,9 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 		`nft add element inet nftcni_firewall allow4 { 10.1.0.5 comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall owners6 { fd00:1::5 . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall allow6 { fd00:1::5 comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1 }`,
+		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
+		markerNote("add", sample, "10.1.0.5 fd00:1::5"),
 	}, createNotes("ip")[1:], iptNotes("10.1.0.5", tag)))
 }
 
@@ -201,11 +253,26 @@ func TestGoldenSetupForeign(t *testing.T) {
 	f := run(t, st, func() error { return Setup(nil, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
 	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
-		`nft add element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
-		`nft add element inet nftcni_firewall allow4 { 10.1.0.9 comment "` + tag + `" }`,
-		`nft add element inet nftcni_firewall owners6 { fd00:1::9 . "` + i + `" comment "` + tag + `" }`,
-		`nft add element inet nftcni_firewall allow6 { fd00:1::9 comment "` + tag + `" }`,
+		`nft create element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.9 : 1 }`,
+		`nft create element inet nftcni_firewall allow4 { 10.1.0.9 comment "` + tag + `" }`,
+		`nft create element inet nftcni_firewall owners6 { fd00:1::9 . "` + i + `" comment "` + tag + `" }`,
+		`nft add element inet nftcni_firewall counts6 { fd00:1::9 : 1 }`,
+		`nft create element inet nftcni_firewall allow6 { fd00:1::9 comment "` + tag + `" }`,
+		markerNote("create", a.Owner, "10.1.0.9 fd00:1::9"),
 	}, iptNotes("10.1.0.9", tag), iptNotes("fd00:1::9", tag)))
+	// A new owner (no marker): lookups of its own keys, no set or
+	// iptables-nft chain read whole.
+	for _, r := range f.Reads {
+		if strings.HasPrefix(r, "dump ") {
+			t.Errorf("read %s", r)
+		}
+	}
+	for _, r := range f.RuleReads {
+		if !strings.HasPrefix(r, "inet "+TableName+" ") {
+			t.Errorf("read the rules of %s", r)
+		}
+	}
 }
 
 // nftablesAcceptChains: the administrator's chain gets native accepts at
@@ -246,7 +313,10 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 	delete(st.Chains, "ip filter FORWARD")
 	f := run(t, st, func() error { return Setup(nil, a) })
 	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
-		`nft add element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
+		`nft create element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.7 }`,
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.7 : 2 }`,
+		markerNote("create", a.Owner, "10.1.0.7"),
 	}))
 }
 
@@ -269,6 +339,13 @@ func TestGoldenSetupReplace(t *testing.T) {
 		`nft add element inet nftcni_firewall bridges { "br0" comment "` + o + `" }`,
 		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.5 }`,
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.6 : 1 }`,
+		`nft delete element inet nftcni_firewall counts6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_counts { "br0" }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
+		markerNote("delete", sample, ""),
+		markerNote("add", sample, "10.1.0.6"),
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
 	}, iptNotes("10.1.0.6", s), []string{
@@ -293,6 +370,11 @@ func TestGoldenTeardown(t *testing.T) {
 		`nft add element inet nftcni_firewall bridges { "br0" comment "` + o + `" }`,
 		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + o + `" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.5 }`,
+		`nft delete element inet nftcni_firewall counts6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_counts { "br0" }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
+		markerNote("delete", sample, ""),
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
 		`nft delete rule ip6 filter FORWARD handle 2`,
@@ -313,6 +395,10 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + i + `", "br0" . "` + j + `" }`,
 		`nft delete element inet nftcni_firewall bridges { "br0" }`,
 		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.5, 10.1.0.7 }`,
+		`nft delete element inet nftcni_firewall counts6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_counts { "br0" }`,
+		`nft delete element inet nftcni_firewall owners { "` + sample.AttachmentHash() + `", "` + other.AttachmentHash() + `" }`,
 		`nft delete rule ip filter FORWARD handle 2`,
 		`nft delete rule ip filter FORWARD handle 3`,
 		`nft delete rule ip filter FORWARD handle 5`,
@@ -342,6 +428,11 @@ func TestGoldenGCEverywhere(t *testing.T) {
 		`nft add element inet nftcni_firewall bridges { "br0" comment "` + other.Tag() + `" }`,
 		`nft delete element inet nftcni_firewall bridge_self { "br0" . "br0" }`,
 		`nft add element inet nftcni_firewall bridge_self { "br0" . "br0" comment "` + other.Tag() + `" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.5 }`,
+		`nft delete element inet nftcni_firewall counts6 { fd00:1::5 }`,
+		`nft delete element inet nftcni_firewall bridge_counts { "br0" }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
+		markerNote("delete", sample, ""),
 		`nft delete rule inet filter forward handle 2`,
 	})
 }
@@ -518,5 +609,50 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 	}
 	if len(f.Batches) != 2 || f.State.Gen != 9 {
 		t.Errorf("%d batches, generation %d; want 2 (refused, then committed), 9", len(f.Batches), f.State.Gen)
+	}
+}
+
+// A table of an earlier version (claims, no markers, no counts): the first
+// Setup, the old way, writes the markers and counts of every owner.
+func TestGoldenSetupMigrates(t *testing.T) {
+	f := run(t, existingV1(), func() error { return Setup(nil, sampleAttachment) })
+	s, o := sample.MarkerWith(sampleRecord), other.MarkerWith(otherRecord)
+	nfttest.Golden(t, "setup_migrates", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
+		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1, 10.1.0.7 : 1 }`,
+		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 2 }`,
+		`nft add element inet nftcni_firewall owners { "` + string(s.Key) + `" comment "` + s.Comment + `", "` + string(o.Key) + `" comment "` + o.Comment + `" }`,
+	}))
+}
+
+// With its marker's record, Teardown finds the owner's claims by lookups:
+// its own address goes with its count; the bridge, which sample still
+// claims and whose elements are tagged with sample, only counts down.
+// (The owner's rules in iptables-nft's chain are read: the fake has no
+// index.) The same Teardown of sample, whose tag is on the bridge's
+// elements, must hand them to other and so runs the old way
+// (TestGoldenTeardown).
+func TestGoldenTeardownFast(t *testing.T) {
+	f := run(t, existing(), func() error { return Teardown(nil, other, nil) })
+	j := id(other)
+	nfttest.Golden(t, "teardown_fast", f.Only(t), []string{
+		`nft delete element inet nftcni_firewall owners4 { 10.1.0.7 . "` + j + `" }`,
+		`nft delete element inet nftcni_firewall counts4 { 10.1.0.7 }`,
+		`nft delete element inet nftcni_firewall allow4 { 10.1.0.7 }`,
+		`nft delete element inet nftcni_firewall bridge_owners { "br0" . "` + j + `" }`,
+		`nft delete element inet nftcni_firewall bridge_counts { "br0" }`,
+		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
+		markerNote("delete", other, ""),
+		`nft delete rule ip filter FORWARD handle 2`,
+		`nft delete rule ip filter FORWARD handle 3`,
+	})
+	for _, r := range f.Reads {
+		if strings.HasPrefix(r, "dump ") {
+			t.Errorf("read %s", r)
+		}
+	}
+	f = run(t, existing(), func() error { return Teardown(nil, sample, nil) })
+	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
+		t.Errorf("sample's Teardown did not fall back to reading the claims: %v", f.Reads)
 	}
 }

@@ -1,7 +1,9 @@
 package firewall
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -478,5 +480,165 @@ func TestLiveRepair(t *testing.T) {
 		if err := Check(ns, a); err != nil {
 			t.Errorf("%s: Check after a new Setup: %v", tt.name, err)
 		}
+	}
+}
+
+// Markers and counts follow the claims through any sequence of Setups,
+// Teardowns and GCs, whichever way each ran: random operations of six
+// owners in two networks over a few shared addresses and bridges, and after
+// each, the claims are the model's, every lookup element is claimed and
+// tagged with a claimant, every count is its key's number of claims, and
+// every owner with claims has its marker recording them.
+func TestLiveBookkeeping(t *testing.T) {
+	ns := privtest.NewNS(t)
+	addrs := []netip.Addr{netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("fd00:9::1")}
+	owners := make([]nft.Owner, 6)
+	for i := range owners {
+		owners[i] = nft.Owner{Network: []string{"neta", "netb"}[i%2], ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+	}
+	model := map[int]Attachment{} // what each owner has set up
+	rng := rand.New(rand.NewPCG(1, 2))
+	tried, fellBack := lookupRuns.tried.Load(), lookupRuns.fellBack.Load()
+	for step := range 80 {
+		i := rng.IntN(len(owners))
+		var what string
+		switch r := rng.IntN(10); {
+		case r < 5:
+			a := Attachment{Owner: owners[i]}
+			for _, ad := range addrs {
+				if rng.IntN(2) == 0 {
+					a.Addrs = append(a.Addrs, ad)
+				}
+			}
+			a.Policy = Policy(rng.IntN(3))
+			if a.Policy != PolicyOpen {
+				a.Bridge = []string{"br0", "br1"}[rng.IntN(2)]
+			}
+			what = fmt.Sprintf("Setup %s %s", owners[i].ContainerID, record(a))
+			if err := Setup(ns, a); err != nil {
+				t.Fatalf("step %d: %s: %v", step, what, err)
+			}
+			model[i] = a
+		case r < 9:
+			what = "Teardown " + owners[i].ContainerID
+			if err := Teardown(ns, owners[i], nil); err != nil {
+				t.Fatalf("step %d: %s: %v", step, what, err)
+			}
+			delete(model, i)
+		default:
+			var valid []nft.Owner
+			for j, o := range owners {
+				if o.Network == "neta" && (model[j].Owner.ContainerID == "" || rng.IntN(2) == 0) {
+					valid = append(valid, o)
+				}
+			}
+			what = fmt.Sprintf("GC neta keeping %d", len(valid))
+			if err := GC(ns, "neta", valid); err != nil {
+				t.Fatalf("step %d: %s: %v", step, what, err)
+			}
+			for j, o := range owners {
+				if o.Network == "neta" && !slices.Contains(valid, o) {
+					delete(model, j)
+				}
+			}
+		}
+		checkBookkeeping(t, ns, fmt.Sprintf("step %d, after %s", step, what), owners, model)
+	}
+	if n := lookupRuns.tried.Load() - tried; n < 30 {
+		t.Errorf("only %d Setups and Teardowns planned by lookups", n)
+	}
+	t.Logf("planned by lookups: %d, of which run again the old way: %d", lookupRuns.tried.Load()-tried, lookupRuns.fellBack.Load()-fellBack)
+}
+
+// checkBookkeeping compares the claims with model and checks the lookup
+// elements, counts and markers derived from them.
+func checkBookkeeping(t *testing.T, ns *netns.NS, step string, owners []nft.Owner, model map[int]Attachment) {
+	t.Helper()
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := func(s *nftables.Set) []nft.Element {
+		els, err := c.Elements(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return els
+	}
+	want := map[*nftables.Set][]string{}
+	for _, a := range model {
+		w, err := wanted(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s, els := range w {
+			for _, e := range uniqueKeys(els) {
+				want[s] = append(want[s], fmt.Sprintf("%x %s", e.Key, e.Comment))
+			}
+		}
+	}
+	records := map[string]string{} // marker key → comment
+	for _, a := range model {
+		if rec := record(a); rec != "" {
+			e := a.Owner.MarkerWith(rec)
+			records[string(e.Key)] = e.Comment
+		}
+	}
+	for _, cs := range claimSets {
+		claims := read(cs.set)
+		var got []string
+		n := map[string]uint32{}
+		tags := map[string][]string{}
+		for _, e := range claims {
+			got = append(got, fmt.Sprintf("%x %s", e.Key, e.Comment))
+			k := string(cs.claimed(e))
+			n[k]++
+			tags[k] = append(tags[k], e.Comment)
+		}
+		slices.Sort(got)
+		w := want[cs.set]
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: %s holds %q, want %q", step, cs.set.Name, got, w)
+		}
+		for _, e := range read(cs.count) {
+			if len(e.Val) != 4 || binary.BigEndian.Uint32(e.Val) != n[string(e.Key)] {
+				t.Errorf("%s: %s[%x] = %x, want %d", step, cs.count.Name, e.Key, e.Val, n[string(e.Key)])
+			}
+			delete(n, string(e.Key))
+		}
+		if len(n) != 0 {
+			t.Errorf("%s: %s lacks counts of %d keys", step, cs.count.Name, len(n))
+		}
+		for _, d := range cs.derived {
+			have := map[string]bool{}
+			for _, e := range read(d.set) {
+				have[string(e.Key)] = true
+				var claimants []string
+				for k, ts := range tags {
+					if string(d.key([]byte(k))) == string(e.Key) {
+						claimants = ts
+					}
+				}
+				if !slices.Contains(claimants, e.Comment) {
+					t.Errorf("%s: %s element %x tagged %q, claimed by %q", step, d.set.Name, e.Key, e.Comment, claimants)
+				}
+			}
+			for k := range tags {
+				if !have[string(d.key([]byte(k)))] {
+					t.Errorf("%s: %s lacks claimed key %x", step, d.set.Name, k)
+				}
+			}
+		}
+	}
+	for _, e := range read(markers) {
+		if records[string(e.Key)] != e.Comment {
+			t.Errorf("%s: marker %s is %q, want %q", step, e.Key, e.Comment, records[string(e.Key)])
+		}
+		delete(records, string(e.Key))
+	}
+	if len(records) != 0 {
+		t.Errorf("%s: markers missing: %v", step, records)
 	}
 }

@@ -241,10 +241,10 @@ func TestDel(t *testing.T) {
 			}
 			// The other attachment keeps its 3 claims (owners4, owners6,
 			// bridge_owners), its 2 addresses, the bridge's 2 lookup
-			// elements (now tagged with it), its 4 foreign rules and
-			// their 2 index elements (one per FORWARD chain).
-			if n := owned(t, w.th.NS, other.owner()); n != 13 {
-				t.Errorf("other attachment: %d objects, want 13", n)
+			// elements (now tagged with it), its 4 foreign rules, their
+			// 2 index elements (one per FORWARD chain) and its marker.
+			if n := owned(t, w.th.NS, other.owner()); n != 14 {
+				t.Errorf("other attachment: %d objects, want 14", n)
 			}
 			if !trip(t, other.ns, w.outside, "192.0.2.2") {
 				t.Error("other → outside failed after a's DEL")

@@ -135,8 +135,18 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		}
 		return []netlink.Message{reply(m, unix.NFT_MSG_NEWCHAIN, 0, familyByte(fam), chainAttrs(chain)...)}, nil
 	case unix.NFT_MSG_GETSET:
-		// A dump of the sets of one table.
 		table := attrs[unix.NFTA_SET_TABLE]
+		if m.Header.Flags&netlink.Dump == 0 {
+			// One set by name.
+			name := attrs[unix.NFTA_SET_NAME]
+			if _, ok := f.State.Sets[fam+" "+table+" "+name]; !ok {
+				return nltest.Error(int(unix.ENOENT), req)
+			}
+			return []netlink.Message{reply(m, unix.NFT_MSG_NEWSET, 0, familyByte(fam),
+				netlink.Attribute{Type: unix.NFTA_SET_TABLE, Data: cstr(table)},
+				netlink.Attribute{Type: unix.NFTA_SET_NAME, Data: cstr(name)})}, nil
+		}
+		// A dump of the sets of one table.
 		var out []netlink.Message
 		for _, k := range slices.Sorted(maps.Keys(f.State.Sets)) {
 			if name, ok := strings.CutPrefix(k, fam+" "+table+" "); ok {
