@@ -39,9 +39,13 @@ type Conn struct {
 	// released: a committed batch deleted something, so the kernel holds
 	// objects to free after an RCU grace period (see Close).
 	released bool
-	// dialSide opens another socket in the same namespace (for
-	// Tx.HasRuleBesides); nil on a fake.
+	// dialSide opens another socket in the same namespace (for Tx.scan);
+	// nil on a fake. sides are those opened, closed with the Conn: every
+	// close of a NETLINK_NETFILTER socket may wait for the namespace's
+	// commit mutex and a grace period (see Close), which must not happen
+	// while Update holds the writer lock.
 	dialSide func() (*netlink.Conn, error)
+	sides    []*netlink.Conn
 }
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,
@@ -117,12 +121,16 @@ func (c *Conn) Close() error {
 	held.Lock()
 	if held.depth > 0 {
 		held.conns = append(held.conns, c.nl)
+		held.conns = append(held.conns, c.sides...)
 		held.Unlock()
 		return nil
 	}
 	held.Unlock()
 	if c.released {
 		waitGracePeriod()
+	}
+	for _, s := range c.sides {
+		_ = s.Close()
 	}
 	if err := c.nl.Close(); err != nil {
 		return fmt.Errorf("closing nftables socket in %s: %w", c.where, nlerr.Plain(err))

@@ -183,8 +183,9 @@ func (tx *Tx) AnyElement(s *nftables.Set, match func(Element) bool) (bool, error
 // scan dumps what a GET request of type typ with attrs asks for and calls
 // found on each message until it reports true, and then stops reading: the
 // dump runs on a socket of its own in the same namespace, which is simply
-// closed (netlink's Receive would read a dump to its end; one datagram at
-// a time is what makes stopping early possible). A missing table, chain
+// abandoned and closed with the Conn (netlink's Receive would read a dump
+// to its end; one datagram at a time is what makes stopping early
+// possible). A missing table, chain
 // or set is an empty dump. Where the Conn cannot dial a second socket (a
 // fake), the dump is read whole on the Conn itself.
 func (tx *Tx) scan(typ int, fam nftables.TableFamily, attrs []netlink.Attribute, what string, found func(netlink.Message) (bool, error)) (bool, error) {
@@ -207,7 +208,7 @@ func (tx *Tx) scan(typ int, fam nftables.TableFamily, attrs []netlink.Attribute,
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	defer side.Close()
+	tx.c.sides = append(tx.c.sides, side) // closed with the Conn, see there
 	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return false, err

@@ -17,6 +17,11 @@
 //		set isolated_self { type ifname . ifname; … }
 //		set bridge_owners { type ifname . ifname; elements = { "br0" . "<attachment id>" comment "<owner tag>" } }
 //		set isolated_owners { type ifname . ifname; … }
+//		set owners { type ifname; elements = { "<attachment hash>" comment "<owner tag> =10.1.0.5 s=br0" } }
+//		map counts4 { type ipv4_addr : integer; elements = { 10.1.0.5 : 1 } }
+//		map counts6 { type ipv6_addr : integer; … }
+//		map bridge_counts { type ifname : integer; elements = { "br0" : 1 } }
+//		map isolated_counts { type ifname : integer; … }
 //		chain forward {
 //			type filter hook forward priority filter; policy accept;
 //			iifname @bridges oifname @bridges iifname . oifname != @bridge_self drop comment "nftcni firewall v1: same-bridge"
@@ -71,7 +76,9 @@
 // then exactly the lookup elements no claim is left for (re-tagging those
 // still claimed by others), so a shared address stays allowed until its
 // last owner goes — where the reference, deduplicating identical rules,
-// lets the first DEL remove it for both.
+// lets the first DEL remove it for both. Owner markers and per-key claim
+// counts (bookkeeping.go) let a first Setup and a Teardown do that by
+// lookups, without reading the claim sets.
 //
 // # Foreign chains
 //
