@@ -384,30 +384,20 @@ func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	if err != nil || !exists {
 		return err
 	}
-	idx, mine, ok, err := indexed(tx, c, m)
+	idx, mine, indexOK, err := indexed(tx, c, m)
 	if err != nil {
 		return err
 	}
-	if ok && len(rules) > 0 {
-		if !changed && len(mine) == len(rules) {
-			return nil
+	var cur []nft.Rule // read only without the index, or to prune
+	if !indexOK || len(rules) == 0 {
+		if cur, err = tx.Rules(c.nft()); err != nil {
+			return err
 		}
-		b := tx.Batch()
-		for _, h := range mine {
-			b.DeleteForeignRule(c.nft(), h)
-		}
-		unindex(tx, m, idx)
-		insert(tx, c, m, rules)
-		return nil
-	}
-	cur, err := tx.Rules(c.nft())
-	if err != nil {
-		return err
-	}
-	mine = nil
-	for _, r := range cur {
-		if m.Has(r.Comment) {
-			mine = append(mine, r.Handle)
+		mine = nil
+		for _, r := range cur {
+			if m.Has(r.Comment) {
+				mine = append(mine, r.Handle)
+			}
 		}
 	}
 	if !changed && len(mine) == len(rules) {

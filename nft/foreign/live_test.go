@@ -11,6 +11,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
 // Live tests run against the kernel, each in throwaway namespaces, and read
@@ -352,7 +353,7 @@ func TestLiveIndex(t *testing.T) {
 			if got := hostfw.Others(t, ns); (got != "") != tc.kept || strings.Contains(got, `"rule"`) {
 				t.Errorf("iptables-nft's tables after the last rule (want them kept: %v):\n%s", tc.kept, got)
 			}
-			if els := owned(t, ns); len(els) != 0 {
+			if els := nfttest.Owned(t, ns); len(els) != 0 {
 				t.Errorf("index elements left: %v", els)
 			}
 		})
@@ -378,18 +379,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func owned(t *testing.T, ns *netns.NS) []nft.OwnedElement {
-	t.Helper()
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	els, err := c.OwnedElements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return els
 }
