@@ -16,7 +16,7 @@ import (
 // real DHCP server the dhcp plugin's tests lease addresses from; the
 // iptables programs and nft build Docker's and kube-proxy's rules and an
 // administrator's ruleset for the coexistence tests (internal/hostfw).
-var Programs = []string{"dnsmasq", "iptables", "ip6tables", "iptables-save", "ip6tables-save", "nft"}
+var Programs = []string{"dnsmasq", "iptables", "ip6tables", "iptables-save", "ip6tables-save", "iptables-restore", "ip6tables-restore", "nft"}
 
 // programData are the directories Programs load files from at run time,
 // for the guest's multiarch triplet, copied as they are from the sysroot

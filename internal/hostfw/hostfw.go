@@ -28,7 +28,7 @@ import (
 )
 
 // tools are the programs the helpers run.
-var tools = []string{"iptables", "ip6tables", "iptables-save", "ip6tables-save", "nft"}
+var tools = []string{"iptables", "ip6tables", "iptables-save", "ip6tables-save", "iptables-restore", "ip6tables-restore", "nft"}
 
 // Require skips the test when a program is missing, or fails it when
 // NFTCNI_REQUIRE_PRIV=1 (CI installs them: scripts/test-deps test). It
