@@ -228,11 +228,11 @@ var errGenChanged = errors.New("nftables ruleset changed concurrently")
 // kernel answers each one, with errno 0 or the error, whether the batch
 // was committed or aborted — except for batch-level refusals (generation
 // mismatch, no CAP_NET_ADMIN, commit failure), which get a single error.
-// Rules sent with NLM_F_ECHO come back, with their handles, during the
-// commit and so before the acks: they are returned as echoed.
 // So we read until we have one answer per message or, after an error,
 // until the queue is empty (a short deadline); a generous deadline guards
-// the whole exchange.
+// the whole exchange. Rules sent with NLM_F_ECHO come back, with their
+// handles, during the commit and so before the acks: they are returned as
+// echoed.
 func (c *Conn) sendBatch(msgs []netlink.Message, gen *uint32, checkOnly bool) (echoed []ChainRule, err error) {
 	if len(msgs) == 0 {
 		return nil, nil

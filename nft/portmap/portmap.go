@@ -914,9 +914,12 @@ type Removed struct {
 // owner's last Setup, the elements the record gives are looked up and
 // those still tagged as owner's deleted; with a marker without a record,
 // the maps, sets (layout v1's too) and the conditional chain are read
-// whole. The localnet records are read whole when the owner has some:
-// whether its interfaces get route_localnet back depends on everyone
-// else's records (localnet.go). Other owners' chains are read whole.
+// whole. Whether the owner's interfaces get route_localnet back depends on
+// everyone else's localnet records (localnet.go): with a record, a partial
+// read per interface asks whether another attachment has one there;
+// without, the set is read whole. The owner's rules in other owners'
+// chains are found through the index of package foreign when it is right,
+// by reading the chain otherwise.
 func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
 	mark := foreign.Mark{Owner: owner, Component: component}
 	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx, owned bool) (int, error) {
