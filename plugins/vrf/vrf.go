@@ -208,8 +208,10 @@ func add(h *netlinkx.Handle, u *rollback.Rollback, conf *NetConf, ifName string)
 // address's local route was there already: the differential tests saw it
 // twice in about ten dual-stack ADDs in the vmtest VM (Debian's 6.1
 // kernel), where the reference, which re-adds the addresses with duplicate
-// address detection and so waits longer, succeeded. The cause is not
-// pinned down; such a route is retried on the restoreWait schedule.
+// address detection and so waits longer, succeeded — but the reference
+// hits it too: in the 6.12 VM its ADD failed once with "could not add
+// route … Src: fd22::2 … invalid argument". The cause is not pinned down;
+// such a route is retried on the restoreWait schedule.
 func moveRoute(h *netlinkx.Handle, r netlinkx.Route) error {
 	var err error
 	for _, d := range restoreWait {
