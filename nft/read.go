@@ -58,16 +58,22 @@ func familyName(f nftables.TableFamily) string {
 
 // tableExists asks for table t by name.
 func (c *Conn) tableExists(t *nftables.Table) (bool, error) {
-	_, err := c.request(unix.NFT_MSG_GETTABLE, byte(t.Family), 0, []netlink.Attribute{
+	return c.exists(unix.NFT_MSG_GETTABLE, t.Family, "table "+t.Name, []netlink.Attribute{
 		{Type: unix.NFTA_TABLE_NAME, Data: cstr(t.Name)},
 	})
+}
+
+// exists sends one non-dump GET of type typ (a table, chain or set by
+// name, what) and reports whether the kernel found it: ENOENT is no.
+func (c *Conn) exists(typ int, fam nftables.TableFamily, what string, attrs []netlink.Attribute) (bool, error) {
+	_, err := c.request(typ, byte(fam), 0, attrs)
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, unix.ENOENT):
 		return false, nil
 	}
-	return false, fmt.Errorf("reading table %s %s: %w", familyName(t.Family), t.Name, err)
+	return false, fmt.Errorf("reading %s %s: %w", familyName(fam), what, err)
 }
 
 // chainState asks for chain ch by name: whether it exists and, for a base

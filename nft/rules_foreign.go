@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -42,17 +41,10 @@ func (tx *Tx) ChainExists(ch *nftables.Chain) (bool, error) { return tx.c.chainE
 func (c *Conn) ChainExists(ch *nftables.Chain) (bool, error) { return c.chainExists(ch) }
 
 func (c *Conn) chainExists(ch *nftables.Chain) (bool, error) {
-	_, err := c.request(unix.NFT_MSG_GETCHAIN, byte(ch.Table.Family), 0, []netlink.Attribute{
+	return c.exists(unix.NFT_MSG_GETCHAIN, ch.Table.Family, "chain "+ch.Table.Name+" "+ch.Name, []netlink.Attribute{
 		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(ch.Table.Name)},
 		{Type: unix.NFTA_CHAIN_NAME, Data: cstr(ch.Name)},
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ENOENT):
-		return false, nil
-	}
-	return false, fmt.Errorf("reading chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
 }
 
 // InsertForeignRule inserts r at the head of its chain, which may belong

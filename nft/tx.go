@@ -56,17 +56,10 @@ func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableEx
 
 // SetExists reports whether set s exists (one non-dump GETSET).
 func (tx *Tx) SetExists(s *nftables.Set) (bool, error) {
-	_, err := tx.c.request(unix.NFT_MSG_GETSET, byte(s.Table.Family), 0, []netlink.Attribute{
+	return tx.c.exists(unix.NFT_MSG_GETSET, s.Table.Family, "set "+s.Table.Name+" "+s.Name, []netlink.Attribute{
 		{Type: unix.NFTA_SET_TABLE, Data: cstr(s.Table.Name)},
 		{Type: unix.NFTA_SET_NAME, Data: cstr(s.Name)},
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ENOENT):
-		return false, nil
-	}
-	return false, fmt.Errorf("reading set %s %s %s: %w", familyName(s.Table.Family), s.Table.Name, s.Name, err)
 }
 
 // Elements reads the elements of s with their comments; a missing set
