@@ -42,11 +42,24 @@ func (o Owner) Marker() Element {
 // would make the comment longer than MaxCommentLen is left out: the marker
 // is then the plain one, and Teardown reads whole sets.
 func (o Owner) MarkerWith(record string) Element {
-	e := o.Marker()
-	if c := NetworkHash(o.Network) + ":" + o.AttachmentHash() + " =" + record; record != "" && len(c) <= MaxCommentLen {
+	e, _ := MarkerOfTag(o.Tag(), record)
+	return e
+}
+
+// MarkerOfTag is MarkerWith for the owner whose tag is tag, for callers
+// that know owners only by the tags they read (a component recomputing
+// every owner's marker from its elements); ok is false when tag is not
+// an owner tag.
+func MarkerOfTag(tag, record string) (e Element, ok bool) {
+	p, ok := ParseTag(tag)
+	if !ok {
+		return Element{}, false
+	}
+	e = Element{Key: []byte(p.Attachment), Comment: tag}
+	if c := p.Network + ":" + p.Attachment + " =" + record; record != "" && len(c) <= MaxCommentLen {
 		e.Comment = c
 	}
-	return e
+	return e, true
 }
 
 // Record is the record in owner's marker among cur (as read by

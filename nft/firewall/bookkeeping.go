@@ -122,20 +122,6 @@ func parseRecord(rec string) (Attachment, error) {
 	return a, nil
 }
 
-// markerOf is the marker of the owner whose tag is tag, recording rec;
-// what Owner.MarkerWith gives that owner.
-func markerOf(tag, rec string) (nft.Element, bool) {
-	p, ok := nft.ParseTag(tag)
-	if !ok {
-		return nft.Element{}, false
-	}
-	e := nft.Element{Key: []byte(p.Attachment), Comment: tag}
-	if c := p.Network + ":" + p.Attachment + " =" + rec; rec != "" && len(c) <= nft.MaxCommentLen {
-		e.Comment = c
-	}
-	return e, true
-}
-
 // count is the count of claimed key k in m, with the element read (to
 // replace).
 func count(tx *nft.Tx, m *nftables.Set, k []byte) (uint32, []nft.Element, error) {
@@ -331,7 +317,7 @@ func syncBookkeeping(tx *nft.Tx, left map[*nftables.Set][]nft.Element) error {
 	}
 	want := map[string]string{} // marker key → comment
 	for _, tag := range order {
-		if e, ok := markerOf(tag, record(*owners[tag])); ok {
+		if e, ok := nft.MarkerOfTag(tag, record(*owners[tag])); ok {
 			if _, dup := want[string(e.Key)]; !dup {
 				want[string(e.Key)] = e.Comment
 			}
