@@ -82,8 +82,11 @@ func (c *Conn) noteReleases(msgs []netlink.Message) {
 
 // echoedRule decodes a NEWRULE message the kernel echoed to us.
 func echoedRule(m netlink.Message) (ChainRule, bool) {
+	if len(m.Data) < 4 {
+		return ChainRule{}, false
+	}
 	r, table, chain, err := decodeRule(m)
-	if err != nil || r == nil || len(m.Data) < 4 {
+	if err != nil || r == nil {
 		return ChainRule{}, false
 	}
 	return ChainRule{
