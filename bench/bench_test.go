@@ -32,6 +32,8 @@ import (
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
 //	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BENCH_EXECS     VERSION execs per plugin name for the exec floor (default 50; the
+//	                baseline's loopback runs as often per name)
 //	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -158,6 +160,17 @@ func TestBench(t *testing.T) {
 	}
 	fmt.Printf("iterations %d, throughput %d attachments with %d workers, %d existing attachments\n\n", iter, par, workers, existing)
 
+	baseline := os.Getenv("BASELINE_CNI_PATH")
+	if baseline != "" && missingPlugins(baseline, []string{"loopback"}) != "" {
+		baseline = ""
+	}
+	fl, err := execFloor(bin, baseline, knob("BENCH_EXECS", 50))
+	if err != nil {
+		t.Fatalf("exec floor: %v", err)
+	}
+	worst := fl.print()
+	fmt.Println()
+
 	results := map[string]map[string]stats{}
 	for _, c := range chains {
 		if !wanted(c.name) {
@@ -204,7 +217,7 @@ func TestBench(t *testing.T) {
 	for _, c := range chains[1:] {
 		s, ok2 := results[c.name]["nftcni"]
 		if ok2 && s.err == nil {
-			fmt.Printf("%s: CPU growth with %d existing: ADD +%s, DEL +%s\n", c.name, existing, ms(s.addCPUM-s.addCPU), ms(s.delCPUM-s.delCPU))
+			fmt.Printf("%s: CPU growth with %d existing: ADD %s, DEL %s\n", c.name, existing, signed(s.addCPUM-s.addCPU), signed(s.delCPUM-s.delCPU))
 		}
 		if ok && ok2 && s.err == nil && lo.err == nil {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
@@ -226,6 +239,45 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	targets(fl, worst, results, existing, workers)
+}
+
+// targets prints, last, how the run compares with the performance targets
+// docs/performance.md states: every exec no costlier than the baseline's
+// loopback and the loopback chain at most its CPU; the full chain's CPU
+// growing with existing attachments by no more than the bridge+host-local
+// chain's own growth plus 10 %; parallel DEL at least twice the
+// sequential DEL rate.
+func targets(fl floor, worst string, results map[string]map[string]stats, existing, workers int) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "missed"
+	}
+	fmt.Println("\nTargets (docs/performance.md):")
+	if fl.base > 0 && worst != "" {
+		r := ratio(fl.cpu[worst], fl.base)
+		fmt.Printf("  exec floor: costliest plugin exec (%s) %.2fx the baseline's loopback (target <= 1.00x): %s\n", worst, r, verdict(r <= 1))
+	}
+	if n, b := results["loopback"]["nftcni"], results["loopback"]["baseline"]; n.err == nil && b.err == nil && n.addCPU > 0 && b.addCPU > 0 {
+		ra, rd := ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU)
+		fmt.Printf("  loopback chain CPU vs baseline: ADD %.2fx, DEL %.2fx (target <= 1.00x): %s\n", ra, rd, verdict(ra <= 1 && rd <= 1))
+	}
+	br, okb := results["bridge+host-local"]["nftcni"]
+	full, okf := results["full (+portmap+firewall)"]["nftcni"]
+	if okb && okf && br.err == nil && full.err == nil {
+		ga, gd := full.addCPUM-full.addCPU, full.delCPUM-full.delCPU
+		la, ld := (br.addCPUM-br.addCPU)*11/10, (br.delCPUM-br.delCPU)*11/10
+		fmt.Printf("  CPU growth 0 -> %d attachments, full chain: ADD %s, DEL %s (target: bridge+host-local's growth +10%%, ADD %s, DEL %s): %s\n",
+			existing, signed(ga), signed(gd), signed(la), signed(ld), verdict(ga <= la && gd <= ld))
+	}
+	if okf && full.err == nil && full.delP50 > 0 {
+		seq := float64(time.Second) / float64(full.delP50)
+		r := full.delPerSec / seq
+		fmt.Printf("  parallel DEL, full chain: %.1f/s with %d workers, sequential %.1f/s (1/DEL p50): %.2fx (target >= 2x): %s\n",
+			full.delPerSec, workers, seq, r, verdict(r >= 2))
+	}
 }
 
 func goarch() string {
@@ -236,6 +288,10 @@ func goarch() string {
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// signed is ms with the sign always written: a growth can be negative
+// when the machine's load moved.
+func signed(d time.Duration) string { return fmt.Sprintf("%+.2fms", float64(d.Microseconds())/1000) }
 
 func missingPlugins(dir string, names []string) string {
 	for _, n := range names {
