@@ -15,6 +15,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/firewall"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/portmap"
 )
@@ -102,6 +103,12 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 // chain, which the kernel's nft_compat and xt_conntrack make them create).
 // Medians of 30 rounds; run with
 // NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureGrowth ./nft
+// NFTCNI_MEASURE_ONLY=firewall measures one component;
+// NFTCNI_MEASURE_NO_IPTABLES=1 leaves out the accepts in iptables-nft's
+// FORWARD chains, which shows what they add: every rule added there makes
+// the kernel validate every rule of the table, and every change of the
+// chain makes it rebuild the chain's rule blob, both in proportion to the
+// rules the chain holds (docs/performance.md).
 func TestLiveMeasureGrowth(t *testing.T) {
 	if os.Getenv("NFTCNI_MEASURE") == "" {
 		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")
@@ -149,7 +156,15 @@ func TestLiveMeasureGrowth(t *testing.T) {
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	if os.Getenv("NFTCNI_MEASURE_NO_IPTABLES") != "" {
+		saved := foreign.Iptables
+		foreign.Iptables = nil
+		t.Cleanup(func() { foreign.Iptables = saved })
+	}
 	for _, c := range comps {
+		if only := os.Getenv("NFTCNI_MEASURE_ONLY"); only != "" && only != c.name {
+			continue
+		}
 		for _, n := range []int{0, owners} {
 			ns := privtest.NewNS(t)
 			privtest.Wire(t, ns, "pm0", netip.Prefix{}, privtest.NewNS(t), "pm0", netip.Prefix{})
