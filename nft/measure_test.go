@@ -106,9 +106,9 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 // NFTCNI_MEASURE_ONLY=firewall measures one component;
 // NFTCNI_MEASURE_NO_IPTABLES=1 leaves out the accepts in iptables-nft's
 // FORWARD chains, which shows what they add: every rule added there makes
-// the kernel validate every rule of the table, and every change of the
-// chain makes it rebuild the chain's rule blob, both in proportion to the
-// rules the chain holds (docs/performance.md).
+// the kernel validate every rule its table's base chains reach, and every
+// change of the chain makes it rebuild the chain's rule blob, both in
+// proportion to the rules the chain holds (docs/performance.md).
 func TestLiveMeasureGrowth(t *testing.T) {
 	if os.Getenv("NFTCNI_MEASURE") == "" {
 		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")
