@@ -395,7 +395,7 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) ma
 
 	// With M existing attachments: one implementation at a time, its M
 	// attachments gone before the next one's are made. Alternating here
-	// would bill one implementation for the other's kernel work: without
+	// could bill one implementation for the other's kernel work: without
 	// IRQ time accounting (CONFIG_IRQ_TIME_ACCOUNTING, off in this
 	// machine's kernel) softirq work such as RCU callbacks freeing replaced
 	// rule blobs and deleted devices is charged to whichever process is on
