@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,15 +23,14 @@ func execCPU(path string) (time.Duration, error) {
 	if out, err := cmd.Output(); err != nil {
 		return 0, fmt.Errorf("%s VERSION: %v (%s)", path, err, out)
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	return cpuOf(cmd.ProcessState.SysUsage().(*syscall.Rusage)), nil
 }
 
 // floor is the exec floor of every plugin name of ours: the CPU of a
 // VERSION exec under that name, and the baseline's loopback measured in
 // the same rounds.
 type floor struct {
-	names []string
+	names []string                 // costliest first
 	cpu   map[string]time.Duration // p50 per name
 	base  time.Duration            // p50 of the baseline's loopback; 0 without one
 }
@@ -74,27 +74,22 @@ func execFloor(dir, baseline string, n int) (floor, error) {
 	if len(base) > 0 {
 		f.base = pct(base, 50)
 	}
+	slices.SortFunc(f.names, func(a, b string) int { return cmp.Compare(f.cpu[b], f.cpu[a]) })
 	return f, nil
 }
 
-// print writes the table and returns the costliest name.
-func (f floor) print() (worst string) {
+// print writes the table.
+func (f floor) print() {
 	fmt.Printf("\nExec floor: CPU of one CNI_COMMAND=VERSION exec (p50)")
 	if f.base > 0 {
 		fmt.Printf(", against the baseline's loopback %s in the same rounds", ms(f.base))
 	}
 	fmt.Println()
-	names := slices.Clone(f.names)
-	slices.SortFunc(names, func(a, b string) int { return int(f.cpu[b] - f.cpu[a]) })
-	for _, name := range names {
+	for _, name := range f.names {
 		fmt.Printf("  %-12s %9s", name, ms(f.cpu[name]))
 		if f.base > 0 {
 			fmt.Printf("  %.2fx", ratio(f.cpu[name], f.base))
 		}
 		fmt.Println()
 	}
-	if len(names) > 0 {
-		worst = names[0]
-	}
-	return worst
 }
