@@ -46,6 +46,12 @@ type NetworkAttachment struct {
 	NetNS          string
 	CniArgs        [][2]string
 	CapabilityArgs map[string]interface{}
+	// Result is the cached result as JSON (keys sorted), in the version
+	// the chain's last plugin answered in; nil when the file holds none.
+	// Tools that act on live attachments across networks (listing,
+	// re-creating host state) need it; GC does not. libcni's struct has
+	// no such field, hence no JSON name: the rest mirrors libcni's.
+	Result []byte `json:"-"`
 }
 
 func (r *Runtime) cacheDir() string {
@@ -245,6 +251,12 @@ func (r *Runtime) GetCachedAttachments(containerID string) ([]*NetworkAttachment
 		if info.IfName == "" || info.NetworkName == "" {
 			continue
 		}
+		var result []byte
+		if info.RawResult != nil {
+			if result, err = json.Marshal(info.RawResult); err != nil {
+				continue
+			}
+		}
 		attachments = append(attachments, &NetworkAttachment{
 			ContainerID:    info.ContainerID,
 			Network:        info.NetworkName,
@@ -253,6 +265,7 @@ func (r *Runtime) GetCachedAttachments(containerID string) ([]*NetworkAttachment
 			NetNS:          info.NetNS,
 			CniArgs:        info.CniArgs,
 			CapabilityArgs: info.CapabilityArgs,
+			Result:         result,
 		})
 	}
 	return attachments, nil

@@ -202,6 +202,23 @@ func compareCacheReaders(t *testing.T, h *harness, ref *libcni.NetworkConfigList
 		if !bytes.Equal(rj, oj) {
 			t.Errorf("attachments(%q): libcni %s, ours %s", cid, rj, oj)
 		}
+		// Result, which libcni's attachments lack, is the cached result
+		// as the cached-result reader returns it.
+		for _, a := range oa {
+			if rerr != nil {
+				break
+			}
+			want, _ := json.Marshal(rr)
+			var got, wantv interface{}
+			if err := json.Unmarshal(a.Result, &got); err != nil {
+				t.Errorf("attachments(%q): Result %q: %v", cid, a.Result, err)
+				continue
+			}
+			_ = json.Unmarshal(want, &wantv)
+			if !reflect.DeepEqual(got, wantv) {
+				t.Errorf("attachments(%q): Result %s, cached result %s", cid, a.Result, want)
+			}
+		}
 	}
 }
 

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/netns"
@@ -139,37 +137,6 @@ func cnitoolContainerID(netnsPath string) string {
 	return fmt.Sprintf("cnitool-%x", s[:10])
 }
 
-// netnsState tells whether path still names a network namespace: yes for
-// an nsfs bind mount or a /proc/<pid>/ns/net link; no when it is gone or is
-// a plain file (the mount was removed); unknown when we cannot tell (no
-// permission), which callers treat as alive so nothing is torn down on a
-// guess.
-type netnsState int
-
-const (
-	netnsAlive netnsState = iota
-	netnsGone
-	netnsUnknown
-)
-
-func probeNetns(path string) (netnsState, error) {
-	if path == "" {
-		return netnsGone, errors.New("no netns path")
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return netnsGone, fmt.Errorf("%s does not exist", path)
-		}
-		return netnsUnknown, fmt.Errorf("%s: %w", path, err)
-	}
-	switch uint64(st.Type) {
-	case unix.NSFS_MAGIC, unix.PROC_SUPER_MAGIC:
-		return netnsAlive, nil
-	}
-	return netnsGone, fmt.Errorf("%s is not a network namespace", path)
-}
-
 // attachArgs is the parsed "<network> <netns>" of add, check and del.
 type attachArgs struct {
 	env  *rtEnv
@@ -212,7 +179,7 @@ func parseAttach(cmd string, args []string, needNetns bool, extra func(*flag.Fla
 	if needNetns {
 		// DEL must work when the namespace is already gone; ADD and
 		// CHECK cannot, so say so before any plugin runs.
-		if state, err := probeNetns(nsPath); state != netnsAlive {
+		if state, err := netns.Probe(nsPath); state != netns.Alive {
 			return nil, fmt.Errorf("netns %s: %w", fs.Arg(1), err)
 		}
 	}
@@ -342,8 +309,8 @@ func cmdGC(args []string, stderr io.Writer) error {
 		if a.Network != list.Name {
 			continue
 		}
-		state, why := probeNetns(a.NetNS)
-		if state == netnsGone {
+		state, why := netns.Probe(a.NetNS)
+		if state == netns.Gone {
 			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, why)
 			continue
 		}
