@@ -286,22 +286,34 @@ func describe(a Attachment) string {
 // consulted first, and that a's bridge is policed as asked. A Setup of the
 // same owner replaces what it set up before; repeating it writes nothing.
 func Setup(ns *netns.NS, a Attachment) error {
-	what := "adding firewall rules for " + describe(a)
-	want, err := wanted(a)
+	p, err := Plan(a)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	admin := adminChain(a.AdminChain)
-	if ReservedChain(admin.Name) {
-		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+		return err
 	}
 	c, err := nft.Open(ns)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", p.What, err)
 	}
 	defer c.Close()
+	if err := c.Apply(p); err != nil {
+		return fmt.Errorf("%s: %w", p.What, err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
+func Plan(a Attachment) (nft.Plan, error) {
+	what := "adding firewall rules for " + describe(a)
+	want, err := wanted(a)
+	if err != nil {
+		return nft.Plan{}, fmt.Errorf("%s: %w", what, err)
+	}
+	admin := adminChain(a.AdminChain)
+	if ReservedChain(admin.Name) {
+		return nft.Plan{}, fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+	}
 	tag := a.Owner.Tag()
-	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
 		// fast: the owner has no marker, so no claims (bookkeeping.go).
 		fast := false
 		if !slowOnly {
@@ -310,7 +322,7 @@ func Setup(ns *netns.NS, a Attachment) error {
 				return err
 			}
 			fast = ok && len(marks) == 0
-			*lookups = fast
+			*lookups = *lookups || fast
 		}
 		b := tx.Batch()
 		b.AddTable(table)
@@ -374,11 +386,8 @@ func Setup(ns *netns.NS, a Attachment) error {
 			}
 		}
 		return nil
-	}, fellBack)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	return nft.Plan{What: what, Run: run, Retry: fellBack}, nil
 }
 
 // fellBack counts a lookup path's failure (lookupRuns); the Update then
