@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/reapply"
 )
 
 // The plugin_*.go files register the plugins, each behind a build tag
@@ -18,6 +19,13 @@ import (
 func register(p *cni.Plugin) { cni.Register(p) }
 
 func pluginNames() []string { return cni.Registered() }
+
+// reappliers are the plugins that keep host nftables state, with what
+// re-creates it for `nftcni reload` (package reapply): registered by the
+// plugin files next to the plugins, under the same build tags.
+var reappliers = reapply.Registry{}
+
+func registerReapply(name string, f reapply.Func) { reappliers[name] = f }
 
 // subcommands are words a plugin binary takes as its first argument instead
 // of being a plugin, keyed "<plugin> <word>" ("dhcp daemon"); the plugin

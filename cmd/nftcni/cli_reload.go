@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/firewalld"
+	"github.com/nftcni/nftcni/reapply"
+)
+
+// cmdReload re-creates the host nftables state of every live attachment
+// in the result cache (package reapply): after `systemctl restart
+// nftables`, an `nft -f` of a file that starts with `flush ruleset`, or a
+// firewalld reload, the port mappings, masquerading and firewall accepts
+// of running containers are back. Stale attachments (namespace gone) are
+// left to gc. With -watch-firewalld it runs once, then again each time
+// firewalld reloads or starts, until it is stopped.
+func cmdReload(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	common := addCommonFlags(fs)
+	watch := fs.Bool("watch-firewalld", false, "stay running: reload again whenever firewalld reloads or (re)starts")
+	verbose := fs.Bool("v", false, "say what was done for each attachment")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: nftcni reload [-cache-dir DIR] [-host-netns PATH] [-v] [-watch-firewalld]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	env, err := loadEnv(common)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	r := &reloader{env: env, stdout: stdout, stderr: stderr, verbose: *verbose}
+	r.reg, r.notOurs = ourReappliers(env.runtime.Path)
+	if !*watch {
+		return r.run(ctx, "")
+	}
+	return r.watchFirewalld(ctx)
+}
+
+// reloader is one reload command's setup.
+type reloader struct {
+	env            *rtEnv
+	reg            reapply.Registry
+	notOurs        map[string]string // plugin type → why its state is not re-created
+	stdout, stderr io.Writer
+	verbose        bool
+}
+
+// errReloadFailed: some attachment could not be re-created (each was
+// named on stderr).
+var errReloadFailed = errors.New("reload: some attachments could not be re-created")
+
+// run reloads once and prints a summary line (why, when given, says what
+// set it off); each failure is named on stderr.
+func (r *reloader) run(ctx context.Context, why string) error {
+	start := time.Now()
+	var outcomes []reapply.Outcome
+	do := func() error {
+		var err error
+		outcomes, err = r.reg.Live(ctx, r.env.runtime, reapply.Options{Path: r.env.runtime.Path, Stderr: r.stderr})
+		return err
+	}
+	var err error
+	if ns := r.env.runtime.HostNS; ns != nil {
+		// Everything — nf_tables, the route lookups and the
+		// route_localnet sysctls of port mappings — in the host
+		// namespace given, as the plugins themselves would run there.
+		err = ns.Do(do)
+	} else {
+		err = do()
+	}
+	took := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	var done, nothing, stale, failed int
+	unused := map[string]bool{}
+	for _, o := range outcomes {
+		what := fmt.Sprintf("network %q, container %s, interface %s", o.Network, o.ContainerID, o.IfName)
+		switch {
+		case o.Stale():
+			stale++
+			if r.verbose {
+				fmt.Fprintf(r.stdout, "stale (left to gc): %s: %v\n", what, o.NetNSWhy)
+			}
+		case o.Err != nil:
+			failed++
+			fmt.Fprintf(r.stderr, "nftcni: reload: %s: %v\n", what, o.Err)
+		case o.Plan.Empty():
+			nothing++
+			if r.verbose {
+				fmt.Fprintf(r.stdout, "nothing to re-create: %s\n", what)
+			}
+		default:
+			done++
+			if r.verbose {
+				fmt.Fprintf(r.stdout, "re-applied: %s\n", what)
+			}
+		}
+		if o.Plan != nil {
+			for _, typ := range o.Plan.Without {
+				if why, ok := r.notOurs[typ]; ok && !unused[typ] {
+					unused[typ] = true
+					fmt.Fprintf(r.stderr, "nftcni: reload: the state of plugin %s is not re-created: %s\n", typ, why)
+				}
+			}
+		}
+	}
+	prefix := "reload"
+	if why != "" {
+		prefix += " (" + why + ")"
+	}
+	fmt.Fprintf(r.stdout, "nftcni %s: %d attachments re-applied, %d with nothing to re-create, %d stale (left to gc), %d failed, in %s\n",
+		prefix, done, nothing, stale, failed, took.Round(time.Millisecond))
+	if failed > 0 {
+		return errReloadFailed
+	}
+	return nil
+}
+
+// watchFirewalld reloads once, then whenever firewalld reloads or starts
+// (firewalld.Conn.Reloads), until ctx ends (SIGTERM: exit status 0) or the
+// bus goes away (an error: systemd restarts the watcher). A failed reload
+// is reported and the watch goes on.
+func (r *reloader) watchFirewalld(ctx context.Context) error {
+	conn, err := firewalld.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("reload: watching firewalld: %w", err)
+	}
+	defer conn.Close()
+	events, err := conn.Reloads(ctx)
+	if err != nil {
+		return fmt.Errorf("reload: watching firewalld: %w", err)
+	}
+	fmt.Fprintln(r.stdout, "nftcni reload: watching firewalld")
+	ev := "start of the watch"
+	for {
+		if ev != firewalld.EventReloaded && conn.Running(ctx) {
+			// firewalld takes its bus name before it loads its
+			// zones: sources added before then would fail.
+			if err := conn.WaitReady(ctx); err != nil {
+				return fmt.Errorf("reload: %w", err)
+			}
+		}
+		if err := r.run(ctx, ev); err != nil && !errors.Is(err, errReloadFailed) {
+			fmt.Fprintf(r.stderr, "nftcni: %v\n", err)
+		}
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok = <-events:
+			if !ok {
+				return errors.New("reload: watching firewalld: the system bus connection ended")
+			}
+		}
+	}
+}
+
+// ourReappliers are the reappliers of plugins that CNI_PATH resolves to
+// this very program: an attachment whose bridge is another program's
+// (the reference plugins still installed there) must not get nftcni's
+// state on top of theirs. notOurs says, per plugin left out, why.
+func ourReappliers(path []string) (reapply.Registry, map[string]string) {
+	self, selfErr := os.Executable()
+	reg, notOurs := reapply.Registry{}, map[string]string{}
+	for name, f := range reappliers {
+		p, err := cni.FindInPath(name, path)
+		switch {
+		case err != nil:
+			notOurs[name] = fmt.Sprintf("not found in CNI_PATH (%s)", strings.Join(path, string(os.PathListSeparator)))
+		case selfErr != nil:
+			notOurs[name] = fmt.Sprintf("cannot tell whether %s is nftcni: %v", p, selfErr)
+		case !sameProgram(p, self):
+			notOurs[name] = fmt.Sprintf("%s is not this nftcni (%s)", p, self)
+		default:
+			reg[name] = f
+		}
+	}
+	return reg, notOurs
+}
+
+// sameProgram reports whether the files a and b are the same program: the
+// same file (a link to it) or a copy of it.
+func sameProgram(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if os.SameFile(sa, sb) {
+		return true
+	}
+	if sa.Size() != sb.Size() {
+		return false
+	}
+	ca, err1 := os.ReadFile(a)
+	cb, err2 := os.ReadFile(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}
