@@ -710,3 +710,82 @@ func TestReloadWithoutTheNamedChain(t *testing.T) {
 	load(w)
 	w.afterReload(w.reload(), added, true, same)
 }
+
+// unitDirectives reads a systemd unit file: "Section.Key" → values, in
+// order.
+func unitDirectives(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	plugintest.Must(t, err)
+	out := map[string][]string{}
+	section := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "["):
+			section = strings.Trim(l, "[]")
+		default:
+			k, v, _ := strings.Cut(l, "=")
+			out[section+"."+k] = append(out[section+"."+k], v)
+		}
+	}
+	return out
+}
+
+// TestReloadUnits: the units in contrib/systemd are bound to the services
+// whose reloads lose the ruleset as docs/operations.md says, systemd
+// accepts them (systemd-analyze verify, where installed), and their
+// commands are ones this nftcni runs: the oneshot's against an empty
+// cache (it then opens nothing), the watcher's until it finds no bus.
+func TestReloadUnits(t *testing.T) {
+	if vmtest.InGuest() {
+		t.Skip("reads contrib/, which the VM guest does not have; runs on the host")
+	}
+	bin := filepath.Join(nftcniBin(t), "nftcni")
+	for _, u := range []struct {
+		file, service string
+		want          map[string]string
+		run           string // what the command prints (stdout+stderr)
+	}{
+		{"nftcni-reload.service", "nftables.service", map[string]string{
+			"Unit.After": "nftables.service", "Unit.PartOf": "nftables.service", "Unit.ReloadPropagatedFrom": "nftables.service",
+			"Install.WantedBy": "nftables.service", "Service.Type": "oneshot", "Service.RemainAfterExit": "yes",
+			"Service.ExecStart": "/opt/cni/bin/nftcni reload", "Service.ExecReload": "/opt/cni/bin/nftcni reload",
+		}, "nftcni reload: 0 attachments re-applied, 0 with nothing to re-create, 0 stale (left to gc), 0 failed"},
+		{"nftcni-firewalld-reload.service", "firewalld.service", map[string]string{
+			"Unit.After": "firewalld.service dbus.service", "Unit.PartOf": "firewalld.service", "Install.WantedBy": "firewalld.service",
+			"Service.ExecStart": "/opt/cni/bin/nftcni reload -watch-firewalld", "Service.Restart": "on-failure",
+		}, "nftcni: reload: watching firewalld: connecting to the system bus"},
+	} {
+		path := filepath.Join("..", "..", "contrib", "systemd", u.file)
+		d := unitDirectives(t, path)
+		for k, v := range u.want {
+			if got := strings.Join(d[k], " "); got != v {
+				t.Errorf("%s: %s=%q, want %q", u.file, k, got, v)
+			}
+		}
+		// The command, with this build's binary, in no namespace but
+		// the test's: an empty cache means nothing is opened.
+		argv := strings.Fields(d["Service.ExecStart"][0])
+		cmd := exec.Command(bin, argv[1:]...)
+		cmd.Env = append(os.Environ(), "NFTCNI_CACHE_DIR="+t.TempDir(), "DBUS_SYSTEM_BUS_ADDRESS="+privtest.NoSystemBus, "CNI_PATH="+filepath.Dir(bin))
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), u.run) {
+			t.Errorf("%s: %s printed %q, want %q", u.file, d["Service.ExecStart"][0], out, u.run)
+		}
+		analyze, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Logf("systemd-analyze not installed: %s not verified by systemd", u.file)
+			continue
+		}
+		// verify wants the command to exist: a copy naming this build.
+		b, err := os.ReadFile(path)
+		plugintest.Must(t, err)
+		cp := filepath.Join(t.TempDir(), u.file)
+		plugintest.Must(t, os.WriteFile(cp, []byte(strings.ReplaceAll(string(b), "/opt/cni/bin/nftcni", bin)), 0o644))
+		if out, err := exec.Command(analyze, "verify", cp).CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", u.file, err, out)
+		}
+	}
+}
