@@ -21,22 +21,7 @@ import (
 // (a firewalld reload drops runtime sources; firewalld.Store.Set adds back
 // what is missing and records it).
 func Reapply(ctx context.Context, a *cni.CmdArgs) ([]nft.Plan, error) {
-	conf, err := loadConf(a.StdinData)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := prevResult(conf)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBackend(conf, a); err != nil {
-		return nil, err
-	}
-	at, err := attachment(conf, a, prev)
-	if err != nil {
-		return nil, err
-	}
-	fwd, err := firewalldBackend(ctx, conf)
+	conf, _, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return nil, err
 	}
