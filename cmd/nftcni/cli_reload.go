@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/firewalld"
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/reapply"
 )
 
@@ -41,18 +43,75 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if ns := *common.hostNetns; ns != "" {
+		argv := []string{"reload"}
+		if *common.cacheDir != "" {
+			argv = append(argv, "-cache-dir", *common.cacheDir)
+		}
+		if *verbose {
+			argv = append(argv, "-v")
+		}
+		if *watch {
+			argv = append(argv, "-watch-firewalld")
+		}
+		return reloadIn(ctx, ns, argv, stdout, stderr)
+	}
 	env, err := loadEnv(common)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	r := &reloader{env: env, stdout: stdout, stderr: stderr, verbose: *verbose}
 	r.reg, r.notOurs = ourReappliers(env.runtime.Path)
 	if !*watch {
 		return r.run(ctx, "")
 	}
 	return r.watchFirewalld(ctx)
+}
+
+// reloadIn runs `nftcni <argv>` as a child living in the network namespace
+// at path (-host-netns), passing SIGTERM and SIGINT on; its exit status is
+// the command's. Why a child rather than a thread switched into the
+// namespace (netns.Do), as the other commands start their plugins there
+// too: the plugins' parts plan in-process, reading routes and sysctls of
+// the calling thread's namespace, and on a thread locked into a namespace
+// every blocking call of the Go runtime is handed over to that thread —
+// measured on 2 loaded CPUs, a reload of 250 attachments took 3.1–3.7 s
+// that way and 1.4–2.3 s in a process of the namespace.
+func reloadIn(ctx context.Context, path string, argv []string, stdout, stderr io.Writer) error {
+	ns, err := netns.Open(path)
+	if err != nil {
+		return fmt.Errorf("host netns: %w", err)
+	}
+	defer ns.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("reload: finding this program: %w", err)
+	}
+	cmd := exec.Command(self, argv...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := netns.StartIn(ns, cmd); err != nil {
+		return fmt.Errorf("reload: starting it in netns %s: %w", path, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case <-done:
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() < 0 {
+			return &exitError{status: 1}
+		}
+		return &exitError{status: ee.ExitCode()}
+	}
+	return err
 }
 
 // reloader is one reload command's setup.
@@ -78,15 +137,7 @@ func (r *reloader) run(ctx context.Context, why string) error {
 		outcomes, err = r.reg.Live(ctx, r.env.runtime, reapply.Options{Path: r.env.runtime.Path, Stderr: r.stderr})
 		return err
 	}
-	var err error
-	if ns := r.env.runtime.HostNS; ns != nil {
-		// Everything — nf_tables, the route lookups and the
-		// route_localnet sysctls of port mappings — in the host
-		// namespace given, as the plugins themselves would run there.
-		err = ns.Do(do)
-	} else {
-		err = do()
-	}
+	err := do()
 	took := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
