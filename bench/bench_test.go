@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,32 +48,35 @@ type chain struct {
 	name  string
 	needs []string // plugin binaries the chain needs
 	conf  string   // DATADIR is replaced by the IPAM data dir
+	// reload: time `nftcni reload` after a flush with the M existing
+	// attachments (reloadRun).
+	reload bool
 }
 
 var chains = []chain{
 	{"loopback", []string{"loopback"},
-		`{"cniVersion":"1.1.0","name":"bench-lo","plugins":[{"type":"loopback"}]}`},
+		`{"cniVersion":"1.1.0","name":"bench-lo","plugins":[{"type":"loopback"}]}`, false},
 	// The exec floor of a three-plugin chain (bridge, portmap, firewall:
 	// host-local runs inside bridge): what the full chain would cost if
 	// its plugins did nothing but start, read the config and answer.
 	{"loopback x3", []string{"loopback"},
-		`{"cniVersion":"1.1.0","name":"bench-lo3","plugins":[{"type":"loopback"},{"type":"loopback"},{"type":"loopback"}]}`},
+		`{"cniVersion":"1.1.0","name":"bench-lo3","plugins":[{"type":"loopback"},{"type":"loopback"},{"type":"loopback"}]}`, false},
 	{"bridge+host-local", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-br","plugins":[{"type":"bridge","bridge":"bench0","isGateway":true,
-		  "ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"DATADIR"}}]}`},
+		  "ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"DATADIR"}}]}`, false},
 	{"bridge+host-local+ipMasq", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-masq","plugins":[{"type":"bridge","bridge":"bench1","isGateway":true,"ipMasq":true,
-		  "ipam":{"type":"host-local","subnet":"10.78.0.0/16","dataDir":"DATADIR"}}]}`},
+		  "ipam":{"type":"host-local","subnet":"10.78.0.0/16","dataDir":"DATADIR"}}]}`, false},
 	// Every attachment maps a host port of its own (portMappings
 	// capability), so "with M existing" means M mappings in place.
 	{"bridge+host-local+portmap", []string{"bridge", "host-local", "portmap"},
 		`{"cniVersion":"1.1.0","name":"bench-pm","plugins":[{"type":"bridge","bridge":"bench2","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.79.0.0/16","dataDir":"DATADIR"}},
-		  {"type":"portmap","capabilities":{"portMappings":true}}]}`},
+		  {"type":"portmap","capabilities":{"portMappings":true}}]}`, false},
 	{"full (+portmap+firewall)", []string{"bridge", "host-local", "portmap", "firewall"},
 		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
-		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`},
+		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`, true},
 }
 
 // nsExec runs every plugin as a process inside the host namespace: the
@@ -110,7 +114,16 @@ type stats struct {
 	addPerSec, delPerSec           float64
 	addP50M, delP50M               time.Duration
 	addCPUM, delCPUM               time.Duration // p50 with M existing
+	reload                         reloadRun     // chains with reload set, nftcni only
 	err                            error
+}
+
+// reloadRun is the reload phase: with the M existing attachments in
+// place, `nft flush ruleset` in the host namespace, then `nftcni reload`
+// (what nftcni-reload.service runs) until CHECK of one attachment passes
+// again, then a second reload that has nothing to do.
+type reloadRun struct {
+	fresh, again time.Duration
 }
 
 // growth is how much the CPU per ADD and per DEL grew from the empty
@@ -246,7 +259,50 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	for _, c := range chains {
+		if s, ok := results[c.name]["nftcni"]; ok && s.err == nil && s.reload.fresh > 0 {
+			fmt.Printf("%s: nft flush ruleset with %d attachments, then nftcni reload: state back (CHECK passes) after %s (%s per attachment); a second reload, nothing to do: %s\n",
+				c.name, existing, ms(s.reload.fresh), ms(s.reload.fresh/time.Duration(existing)), ms(s.reload.again))
+		}
+	}
 	targets(fl, results, existing, workers)
+}
+
+// reloadAfterFlush is the reload phase (reloadRun); probe is one of the
+// existing attachments, checked before and after.
+func (w *world) reloadAfterFlush(probe *attachment) (reloadRun, error) {
+	var r reloadRun
+	check := func() error { return w.cni.CheckNetworkList(context.Background(), w.list, probe.rt) }
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK before the flush: %w", err)
+	}
+	flush := exec.Command("nft", "flush", "ruleset")
+	if err := netns.StartIn(w.host, flush); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if err := flush.Wait(); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if check() == nil {
+		return r, errors.New("reload phase: CHECK passes after the flush")
+	}
+	reload := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := exec.Command(filepath.Join(w.dir, "nftcni"), "reload", "-host-netns", w.host.Path(), "-cache-dir", w.cache).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("reload phase: nftcni reload: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+	var err error
+	if r.fresh, err = reload(); err != nil {
+		return r, err
+	}
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK after nftcni reload: %w", err)
+	}
+	r.again, err = reload()
+	return r, err
 }
 
 // targets prints, last, how the run compares with the performance targets
@@ -320,6 +376,11 @@ type world struct {
 	nsDir  string
 	seq    atomic.Int64
 	prefix string
+	// host, cache and dir are the host namespace, the result cache and
+	// the plugin directory (the reload phase runs `nftcni reload` there).
+	host  *netns.NS
+	cache string
+	dir   string
 }
 
 type attachment struct {
@@ -422,6 +483,11 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) ma
 		} else {
 			st[i].addP50M, st[i].delP50M = pct(r.adds, 50), pct(r.dels, 50)
 			st[i].addCPUM, st[i].delCPUM = pct(r.addCPU, 50), pct(r.delCPU, 50)
+			if c.reload && live[i].name == "nftcni" {
+				if st[i].reload, err = w.reloadAfterFlush(pre[0]); err != nil {
+					fail(i, err)
+				}
+			}
 		}
 		if err := w.delMany(pre, workers); err != nil && ok(i) {
 			fail(i, err)
@@ -444,7 +510,8 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 		return nil, err
 	}
 	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
-		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
+		cni:  libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host}),
+		host: host, cache: filepath.Join(dir, "cache"), dir: im.dir}, nil
 }
 
 // sequentialAll runs n ADD/DEL pairs in each world, alternating between
