@@ -623,9 +623,10 @@ func TestReloadFirewalld(t *testing.T) {
 		t.Errorf("sources of zone trusted after the watcher's reload: %v, want %v", got, want)
 	}
 	working := w.waitFlow("a1 → outside")
+	mapped := w.waitMapping()
 	ms := func(t time.Time) time.Duration { return t.Sub(start).Round(time.Millisecond) }
-	t.Logf("from the start of firewall-cmd --reload: it returned after %s, the watcher's reload was done after %s, a1's egress worked after %s",
-		ms(returned), ms(reported), ms(working))
+	t.Logf("from the start of firewall-cmd --reload: it returned after %s, the watcher's reload was done after %s, a1's egress worked after %s, the port mapping after %s",
+		ms(returned), ms(reported), ms(working), ms(mapped))
 	// firewalld's reload empties iptables-nft's tables (its iptables
 	// flush, which is why Docker listens to the same signal): no FORWARD
 	// chain is left, so no accept is needed there (nor created: an empty
@@ -637,7 +638,9 @@ func TestReloadFirewalld(t *testing.T) {
 	}
 
 	// Without the watcher's reload, a firewalld reload cuts the
-	// containers off (shown with the watcher stopped).
+	// containers' egress off (shown with the watcher stopped). Their port
+	// mappings keep working: our tables are not firewalld's, and
+	// firewalld lets DNATed connections through.
 	wa.cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-wa.done; err != nil {
 		t.Errorf("the watcher on SIGTERM: %v", err)
