@@ -435,10 +435,20 @@ func withoutForeign(s string) string {
 	}), "\n")
 }
 
+// hostOnly skips a reload test in the VM guest: TestReloadAfterRulesetFile
+// takes the same paths through the kernel there (a flushed ruleset,
+// re-created), and each test costs the emulated guest 12–16 s.
+func hostOnly(t *testing.T) {
+	if vmtest.InGuest() {
+		t.Skip("TestReloadAfterRulesetFile covers the kernel's side in the VM; this one runs on the host")
+	}
+}
+
 // TestReloadAfterFlush: `nft flush ruleset` under running containers, with
 // Docker's `iptables -P FORWARD DROP` set before: everything of ours is
 // gone; `nftcni reload` brings it back.
 func TestReloadAfterFlush(t *testing.T) {
+	hostOnly(t)
 	w := newReloadWorld(t, "", nil, nil)
 	// Docker's policy on the FORWARD chain our ADDs made: our accepts
 	// there carry the traffic.
@@ -687,6 +697,7 @@ func (w *reloadWorld) waitFlow(what string) time.Time {
 // 1. Once the administrator's file is loaded again, a reload brings
 // everything back.
 func TestReloadWithoutTheNamedChain(t *testing.T) {
+	hostOnly(t)
 	conf := filepath.Join(t.TempDir(), "nftables.conf")
 	plugintest.Must(t, os.WriteFile(conf, []byte("flush ruleset\n"+hostfw.AdminFilter), 0o644))
 	load := func(w *reloadWorld) { hostfw.Run(t, w.host, "", "nft", "-f", conf) }
