@@ -314,15 +314,20 @@ func Plan(a Attachment) (nft.Plan, error) {
 	}
 	tag := a.Owner.Tag()
 	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
-		// fast: the owner has no marker, so no claims (bookkeeping.go).
-		fast := false
+		// fast: the owner has no marker, so no claims; same: its marker
+		// records exactly this Setup, so its claims are these
+		// (bookkeeping.go).
+		fast, same := false, false
 		if !slowOnly {
 			ok, marks, err := counted(tx, a.Owner)
 			if err != nil {
 				return err
 			}
 			fast = ok && len(marks) == 0
-			*lookups = *lookups || fast
+			if rec, has := a.Owner.Record(marks); ok && has && len(marks) == 1 && rec == record(a) {
+				same = true
+			}
+			*lookups = *lookups || fast || same
 		}
 		b := tx.Batch()
 		b.AddTable(table)
@@ -346,11 +351,17 @@ func Plan(a Attachment) (nft.Plan, error) {
 		// other owners' chains either: they are written and removed in
 		// the same batches as its claims.
 		owned := false
-		if fast {
+		switch {
+		case fast:
 			if err := setupFast(tx, a, want); err != nil {
 				return err
 			}
-		} else {
+		case same:
+			if err := setupSame(tx, want); err != nil {
+				return err
+			}
+			owned, changed[owners4], changed[owners6] = true, false, false
+		default:
 			left := map[*nftables.Set][]nft.Element{}
 			for _, cs := range claimSets {
 				ch, had, l, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
