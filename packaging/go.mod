@@ -2,7 +2,10 @@ module github.com/nftcni/nftcni/packaging
 
 go 1.26.8
 
-require github.com/goreleaser/nfpm/v2 v2.45.2
+require (
+	github.com/goreleaser/nfpm/v2 v2.45.2
+	golang.org/x/sys v0.38.0
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
@@ -44,6 +47,5 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.45.0 // indirect
 	golang.org/x/net v0.47.0 // indirect
-	golang.org/x/sys v0.38.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )

@@ -188,7 +188,7 @@ func (p pkg) build() (string, error) {
 	var contents files.Contents
 	file := func(src, dst string, mode os.FileMode, typ string) {
 		contents = append(contents, &files.Content{Source: src, Destination: dst, Type: typ,
-			FileInfo: &files.ContentFileInfo{Mode: mode, Owner: "root", Group: "root"}})
+			FileInfo: &files.ContentFileInfo{Mode: mode, Owner: "root", Group: "root", MTime: p.c.mtime}})
 	}
 	write := func(name string, data []byte) (string, error) {
 		path := filepath.Join(p.stage, name)
@@ -225,8 +225,12 @@ func (p pkg) build() (string, error) {
 			}
 			file(src, "/etc/periodic/hourly/nftcni-gc", 0o755, files.TypeConfigNoReplace)
 		}
-		contents = append(contents, &files.Content{Destination: f.pluginDir, Type: files.TypeDir,
-			FileInfo: &files.ContentFileInfo{Mode: 0o755 | os.ModeDir, Owner: "root", Group: "root"}})
+	}
+	// Owned directories: rpm removes only those on erase (dpkg those it
+	// unpacked, the same).
+	for _, d := range []string{f.pluginDir, f.docDir} {
+		contents = append(contents, &files.Content{Destination: d, Type: files.TypeDir,
+			FileInfo: &files.ContentFileInfo{Mode: 0o755 | os.ModeDir, Owner: "root", Group: "root", MTime: p.c.mtime}})
 	}
 	target := "nftcni"
 	if f.linksOnly {
