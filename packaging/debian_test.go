@@ -76,14 +76,16 @@ func TestDebianSwitch(t *testing.T) {
 		t.Errorf("the takeover failed in postinst:\n%s", out)
 	}
 	s.sh(`test "$(readlink /usr/lib/cni/bridge)" = nftcni && /usr/lib/cni/nftcni version`)
+	// Units: the sweep's timer enabled (when this build has it), the dhcp
+	// daemon's socket left as it was (Debian's package does not enable it).
+	s.sh(`! test -e /lib/systemd/system/nftcni-gc.timer || test -L /etc/systemd/system/timers.target.wants/nftcni-gc.timer
+! test -e /etc/systemd/system/sockets.target.wants/cni-dhcp.socket`)
 	echo(t, conn, "after apt-get install nftcni")
 	s.wantHTTP(8080)
 	s.wantHTTP(8090)
 	s.podmanStop(a)
 	s.criStop(p1)
-	if hasTakeover {
-		s.wantGone(a, p1)
-	}
+	s.wantGone(hasTakeover, a, p1)
 	conn.Close()
 	b := s.podmanRun("b", 8082, 8083)
 	p2 := s.criRun("p2", 8091)
@@ -121,6 +123,8 @@ func TestDebianSwitch(t *testing.T) {
 	wantPackages(t, s, map[string]string{"nftcni": ""})
 	// Nothing of ours on disk: Debian's files are Debian's again.
 	s.sh(`! test -e /usr/lib/cni/nftcni
+! test -e /var/lib/nftcni
+! test -e /etc/systemd/system/timers.target.wants/nftcni-gc.timer
 test "$(dpkg -S /usr/lib/cni/bridge)" = "containernetworking-plugins: /usr/lib/cni/bridge"
 grep -q "^ExecStart=/usr/lib/cni/dhcp daemon$" /lib/systemd/system/cni-dhcp.service
 ! test -e /usr/share/man/man8/nftcni.8.gz
@@ -139,7 +143,7 @@ grep -q "^ExecStart=/usr/lib/cni/dhcp daemon$" /lib/systemd/system/cni-dhcp.serv
 	}
 	s.podmanStop(b)
 	s.criStop(p2)
-	s.wantGone(b, p2)
+	s.wantGone(true, b, p2)
 	if out := s.sh("nft list tables"); strings.Contains(out, "nftcni") {
 		t.Errorf("our nftables tables are left after the handback and the containers' stop:\n%s", out)
 	}
@@ -285,18 +289,26 @@ func (s *sandbox) criStop(c container) {
 // wantGone checks that nothing of stopped containers is left: no rule or
 // element in any table (iptables-nft's included) names their ID or address,
 // no host-local reservation holds their address.
-func (s *sandbox) wantGone(cs ...container) {
+// strict false: the problems are logged, not failed (a build without the
+// takeover, whose DEL may leave the replaced plugins' objects).
+func (s *sandbox) wantGone(strict bool, cs ...container) {
 	s.t.Helper()
+	report := s.t.Errorf
+	if !strict {
+		report = func(format string, args ...any) {
+			s.t.Logf("not failed, this build has no takeover: "+format, args...)
+		}
+	}
 	ruleset := s.sh("nft list ruleset")
 	for _, c := range cs {
 		addr := regexp.MustCompile(`(^|[^0-9.])` + regexp.QuoteMeta(c.ip) + `([^0-9./]|$)`)
 		for _, line := range strings.Split(ruleset, "\n") {
 			if strings.Contains(line, c.id[:12]) || (c.ip != "" && addr.MatchString(line)) {
-				s.t.Errorf("%s (%s, %s) stopped, but the ruleset still names it: %s", c.name, c.id[:12], c.ip, strings.TrimSpace(line))
+				report("%s (%s, %s) stopped, but the ruleset still names it: %s", c.name, c.id[:12], c.ip, strings.TrimSpace(line))
 			}
 		}
 		if _, err := os.Lstat(s.path("/var/lib/cni/networks/" + c.network + "/" + c.ip)); err == nil {
-			s.t.Errorf("%s stopped, but host-local still holds %s", c.name, c.ip)
+			report("%s stopped, but host-local still holds %s", c.name, c.ip)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func TestDebMetadata(t *testing.T) {
 
 		list := debList(t, deb)
 		want := map[string]string{
-			"./usr/lib/cni/nftcni":                 "file",
+			"./usr/lib/cni/nftcni":                  "file",
 			"./lib/systemd/system/cni-dhcp.service": "file",
 			"./lib/systemd/system/cni-dhcp.socket":  "file",
 			"./usr/share/man/man8/nftcni.8.gz":      "file",

@@ -38,6 +38,9 @@ const (
 	unitKeep
 	// unitEnable: enabled and started on the first install.
 	unitEnable
+	// unitEnableOnly: enabled on the first install, not started: another
+	// unit pulls it in (nftables.service, firewalld.service).
+	unitEnableOnly
 )
 
 func policyOf(unit string) unitPolicy {
@@ -46,6 +49,8 @@ func policyOf(unit string) unitPolicy {
 		return unitKeep
 	case "nftcni-gc.timer":
 		return unitEnable
+	case "nftcni-reload.service", "nftcni-firewalld-reload.service":
+		return unitEnableOnly
 	}
 	return unitShip
 }
@@ -77,28 +82,32 @@ type scriptSet struct {
 func (f flavour) scripts(units []string) scriptSet {
 	bin := f.binDir + "/nftcni"
 	head := "#!/bin/sh\n# " + f.name + " " + "maintainer script, written by make package (packaging/scripts.go)\nset -e\n\n" + switchFunc(bin) + "\n"
-	var keep, enable []string
+	var keep, enable, start []string
 	for _, u := range units {
 		switch policyOf(u) {
 		case unitKeep:
 			keep = append(keep, u)
 		case unitEnable:
 			enable = append(enable, u)
+			start = append(start, u)
+		case unitEnableOnly:
+			enable = append(enable, u)
 		}
 	}
 	sort.Strings(keep)
 	sort.Strings(enable)
+	sort.Strings(start)
 	switch f.format {
 	case "deb":
-		return debScripts(head, keep, enable, units)
+		return debScripts(head, keep, enable, start, units)
 	case "rpm":
-		return rpmScripts(head, enable, units)
+		return rpmScripts(head, enable, start, units)
 	default:
 		return apkScripts(head)
 	}
 }
 
-func debScripts(head string, keep, enable, units []string) scriptSet {
+func debScripts(head string, keep, enable, start, units []string) scriptSet {
 	var s scriptSet
 	var b strings.Builder
 	b.WriteString(head)
@@ -127,7 +136,7 @@ configure|abort-upgrade|abort-remove|abort-deconfigure)
 		b.WriteString(`	if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
 		systemctl --system daemon-reload >/dev/null || true
 `)
-		for _, u := range enable {
+		for _, u := range start {
 			fmt.Fprintf(&b, "\t\tdeb-systemd-invoke start '%s' >/dev/null || true\n", u)
 		}
 		b.WriteString(`		# An upgrade of ours: the dhcp daemon (ours, whose leases are on
@@ -164,8 +173,11 @@ remove)
 	s.prerm = b.String()
 
 	if len(units) > 0 {
+		// The main package (the one with units): its postrm.
 		b.Reset()
 		b.WriteString("#!/bin/sh\nset -e\n")
+		// Purge: the sweep's records of started ADDs go too.
+		b.WriteString("if [ \"$1\" = purge ]; then\n\trm -rf /var/lib/nftcni\nfi\n")
 		b.WriteString(`if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
 	systemctl --system daemon-reload >/dev/null || true
 fi
@@ -184,7 +196,7 @@ fi
 	return s
 }
 
-func rpmScripts(head string, enable, units []string) scriptSet {
+func rpmScripts(head string, enable, start, units []string) scriptSet {
 	var s scriptSet
 	var b strings.Builder
 	b.WriteString(head)
@@ -198,10 +210,10 @@ fi
 			fmt.Fprintf(&b, `if [ "$1" -eq 1 ]; then
 	systemctl enable %s >/dev/null 2>&1 || true
 	if [ -d /run/systemd/system ]; then
-		systemctl start %[1]s >/dev/null 2>&1 || true
+		systemctl start %s >/dev/null 2>&1 || true
 	fi
 fi
-`, quoteAll(enable))
+`, quoteAll(enable), quoteAll(start))
 		}
 		b.WriteString(`if [ "$1" -ge 2 ] && [ -d /run/systemd/system ]; then
 	systemctl try-restart cni-dhcp.service >/dev/null 2>&1 || true
