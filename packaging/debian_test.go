@@ -37,8 +37,9 @@ func TestDebianSwitch(t *testing.T) {
 	dist := packagesDir(t)
 	arch := runtime.GOARCH
 	deb := findOne(t, filepath.Join(dist, "nftcni_*_"+arch+".deb"))
+	links := findOne(t, filepath.Join(dist, "nftcni-kubernetes-cni_*_all.deb"))
 	version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(deb), "nftcni_"), "_"+arch+".deb")
-	upgrade := buildUpgrade(t, dist, version)
+	upgrade, upgradeLinks := buildUpgrade(t, dist, version)
 
 	start := time.Now()
 	root := debianRoot(t)
@@ -50,6 +51,8 @@ func TestDebianSwitch(t *testing.T) {
 	s.copyIn(crictlBin, "/usr/local/bin/crictl")
 	s.copyIn(deb, "/tmp/"+filepath.Base(deb))
 	s.copyIn(upgrade, "/tmp/"+filepath.Base(upgrade))
+	s.copyIn(links, "/tmp/"+filepath.Base(links))
+	s.copyIn(upgradeLinks, "/tmp/"+filepath.Base(upgradeLinks))
 	s.sh(setupScript)
 	hasTakeover, hasHandback := binaryHas(t, filepath.Join(dist, "bin", arch, "nftcni"))
 	if !hasTakeover || !hasHandback {
@@ -76,6 +79,11 @@ func TestDebianSwitch(t *testing.T) {
 		t.Errorf("the takeover failed in postinst:\n%s", out)
 	}
 	s.sh(`test "$(readlink /usr/lib/cni/bridge)" = nftcni && /usr/lib/cni/nftcni version`)
+	// The /opt/cni/bin package: links to the same binary, which answer.
+	s.sh("apt-get install -y /tmp/" + filepath.Base(links) + ` >/dev/null 2>&1
+test "$(readlink /opt/cni/bin/bridge)" = /usr/lib/cni/nftcni
+echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep -q supportedVersions`)
+	wantPackages(t, s, map[string]string{"nftcni-kubernetes-cni": "ii"})
 	// Units: the sweep's timer enabled (when this build has it), the dhcp
 	// daemon's socket left as it was (Debian's package does not enable it).
 	s.sh(`! test -e /lib/systemd/system/nftcni-gc.timer || test -L /etc/systemd/system/timers.target.wants/nftcni-gc.timer
@@ -95,7 +103,7 @@ func TestDebianSwitch(t *testing.T) {
 	echo(t, conn, "under ours")
 
 	// 3. Ours over ours.
-	out = s.sh("apt-get install -y /tmp/" + filepath.Base(upgrade) + " 2>&1")
+	out = s.sh("apt-get install -y /tmp/" + filepath.Base(upgrade) + " /tmp/" + filepath.Base(upgradeLinks) + " 2>&1")
 	t.Logf("apt-get install ./%s:\n%s", filepath.Base(upgrade), aptLines(out))
 	if !strings.Contains(out, "over ("+version+")") {
 		t.Errorf("not an upgrade of %s:\n%s", version, out)
@@ -118,7 +126,9 @@ func TestDebianSwitch(t *testing.T) {
 		t.Errorf("the handback failed in prerm:\n%s", out)
 	}
 	// dpkg keeps a removed package with a postrm as "rc" until purged.
-	wantPackages(t, s, map[string]string{"nftcni": "rc", "containernetworking-plugins": "ii", "podman": "ii"})
+	// (The /opt/cni/bin package goes with it: it depends on nftcni.)
+	wantPackages(t, s, map[string]string{"nftcni": "rc", "nftcni-kubernetes-cni": "", "containernetworking-plugins": "ii", "podman": "ii"})
+	s.sh("! test -e /opt/cni/bin/bridge")
 	s.sh("dpkg --purge nftcni >/dev/null")
 	wantPackages(t, s, map[string]string{"nftcni": ""})
 	// Nothing of ours on disk: Debian's files are Debian's again.
@@ -325,8 +335,9 @@ func wantPackages(t *testing.T, s *sandbox, want map[string]string) {
 	}
 }
 
-// buildUpgrade packs the same binaries as a newer version of ours.
-func buildUpgrade(t *testing.T, dist, version string) string {
+// buildUpgrade packs the same binaries as a newer version of ours: the
+// main package and the /opt/cni/bin one.
+func buildUpgrade(t *testing.T, dist, version string) (string, string) {
 	t.Helper()
 	next := nextVersion(version)
 	out := t.TempDir()
@@ -339,7 +350,7 @@ func buildUpgrade(t *testing.T, dist, version string) string {
 	if err := run(c); err != nil {
 		t.Fatalf("packing the upgrade %s: %v", next, err)
 	}
-	return findOne(t, filepath.Join(out, "nftcni_*_"+arch+".deb"))
+	return findOne(t, filepath.Join(out, "nftcni_*_"+arch+".deb")), findOne(t, filepath.Join(out, "nftcni-kubernetes-cni_*_all.deb"))
 }
 
 // nextVersion is a version dpkg sorts after v: the commit time of an
@@ -362,8 +373,7 @@ func binaryHas(t *testing.T, bin string) (takeover, handback bool) {
 	if err != nil {
 		t.Fatalf("%s help: %v", bin, err)
 	}
-	h := string(out)
-	return strings.Contains(h, "\n  takeover"), strings.Contains(h, "\n  handback")
+	return hasCommand(string(out), "takeover"), hasCommand(string(out), "handback")
 }
 
 func lastLine(s string) string {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -107,7 +108,7 @@ func run(c config) error {
 		return fmt.Errorf("%s help: %w", host, err)
 	}
 	for _, cmd := range []string{"takeover", "handback"} {
-		if !bytes.Contains(help, []byte("\n  "+cmd+" ")) {
+		if !hasCommand(string(help), cmd) {
 			fmt.Fprintf(os.Stderr, "packaging: warning: this build has no %q command; the maintainer scripts will say so and skip it\n", cmd)
 		}
 	}
@@ -421,3 +422,9 @@ func commitTime() time.Time {
 }
 
 func hostArch() string { return runtime.GOARCH }
+
+// hasCommand: the help text lists cmd as a command (an indented line
+// starting with it), as the maintainer scripts ask.
+func hasCommand(help, cmd string) bool {
+	return regexp.MustCompile(`(?m)^[ \t]+` + regexp.QuoteMeta(cmd) + `([ \t]|$)`).MatchString(help)
+}

@@ -62,7 +62,7 @@ func switchFunc(bin string) string {
 	if ! [ -x %[1]s ]; then
 		return 0
 	fi
-	if %[1]s help 2>/dev/null | grep -Eq "^  $1( |\$)"; then
+	if %[1]s help 2>/dev/null | grep -Eq "^[[:space:]]+$1([[:space:]]|\$)"; then
 		if ! %[1]s "$1"; then
 			echo "nftcni: '%[1]s $1' failed (above); the plugins are in place, run it again once the cause is fixed" >&2
 		fi
