@@ -86,7 +86,10 @@ echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep 
 	wantPackages(t, s, map[string]string{"nftcni-kubernetes-cni": "ii"})
 	// Units: the sweep's timer enabled (when this build has it), the dhcp
 	// daemon's socket left as it was (Debian's package does not enable it).
+	// The reload units are enabled, wanted by the services that reload.
 	s.sh(`! test -e /lib/systemd/system/nftcni-gc.timer || test -L /etc/systemd/system/timers.target.wants/nftcni-gc.timer
+! test -e /lib/systemd/system/nftcni-reload.service || test -L /etc/systemd/system/nftables.service.wants/nftcni-reload.service
+! test -e /lib/systemd/system/nftcni-firewalld-reload.service || test -L /etc/systemd/system/firewalld.service.wants/nftcni-firewalld-reload.service
 ! test -e /etc/systemd/system/sockets.target.wants/cni-dhcp.socket`)
 	echo(t, conn, "after apt-get install nftcni")
 	s.wantHTTP(8080)
