@@ -179,7 +179,7 @@ package:
 	done
 	@rm -f dist/*.deb dist/*.rpm dist/*.apk
 	$(GO) -C packaging run . -out $(abspath dist) $(foreach a,$(PKG_ARCHES),-bin $(a)=$(abspath dist/bin/$(a)/nftcni)) \
-		-units $(abspath contrib/systemd) -provides-version $(patsubst v%,%,$(REFERENCE_VERSION)) \
+		-units $(abspath contrib/systemd) -license $(abspath LICENSE) -provides-version $(patsubst v%,%,$(REFERENCE_VERSION)) \
 		$(if $(PKG_VERSION),-version $(PKG_VERSION)) -goroot $$($(GO) env GOROOT) -modcache $$($(GO) env GOMODCACHE)
 
 # The packager module's own lint (make lint covers the product's module).

@@ -347,7 +347,7 @@ func buildUpgrade(t *testing.T, dist, version string) (string, string) {
 	arch := runtime.GOARCH
 	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
 	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
-	c := config{out: out, bins: binFlag{arch: filepath.Join(dist, "bin", arch, "nftcni")}, units: "../contrib/systemd",
+	c := config{out: out, bins: binFlag{arch: filepath.Join(dist, "bin", arch, "nftcni")}, units: "../contrib/systemd", license: "../LICENSE",
 		version: next, compat: providedVersion(t, findOne(t, filepath.Join(dist, "nftcni_*_"+arch+".deb"))), goroot: strings.TrimSpace(string(goroot)), modcache: strings.TrimSpace(string(gomodcache)),
 		formats: map[string]bool{"deb": true}}
 	if err := run(c); err != nil {
