@@ -311,11 +311,7 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 		return nil, Errorf(CodeInvalidEnvironment, "required env variables [%s] missing", strings.Join(missing, ","))
 	}
 	if cmd == "VERSION" {
-		b, _ := json.Marshal(struct {
-			CNIVersion        string   `json:"cniVersion"`
-			SupportedVersions []string `json:"supportedVersions"`
-		}{CurrentVersion, p.versions()})
-		return append(b, '\n'), nil
+		return versionJSON(p.versions()), nil
 	}
 
 	stdin, err := io.ReadAll(inv.Stdin)
@@ -398,6 +394,37 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 		return nil, h(ctx, a)
 	}
 	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
+}
+
+// versionJSON is the VERSION answer: what json.Marshal makes of
+// {cniVersion, supportedVersions}, and a newline. It is written out by hand
+// because VERSION is the one command that needs nothing else from the
+// process: encoding/json's first Marshal of a type builds its encoder by
+// reflection, which on a VERSION exec was most of the plugin's own work
+// (its code, type data and a stack growth; docs/performance.md, "The exec
+// floor"). Version strings are digits and dots; anything else goes
+// through encoding/json so the answer stays exact.
+func versionJSON(versions []string) []byte {
+	b := make([]byte, 0, 48+10*len(versions))
+	b = append(b, `{"cniVersion":"`+CurrentVersion+`","supportedVersions":`...)
+	if versions == nil {
+		return append(b, "null}\n"...)
+	}
+	b = append(b, '[')
+	for i, v := range versions {
+		if strings.Trim(v, "0123456789.") != "" {
+			s, _ := json.Marshal(v)
+			b = append(b, s...)
+		} else {
+			b = append(b, '"')
+			b = append(b, v...)
+			b = append(b, '"')
+		}
+		if i < len(versions)-1 {
+			b = append(b, ',')
+		}
+	}
+	return append(b, "]}\n"...)
 }
 
 // noHandler is the answer of a plugin that was never registered (Register

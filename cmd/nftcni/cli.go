@@ -147,12 +147,11 @@ func install(args []string) error {
 
 // copyExecutable writes src to dst through a temporary file and a rename,
 // so a plugin being exec'd concurrently never sees a half-written binary.
+// The copy is read back into the page cache in large folios before the
+// rename (readBackHuge), which needs a file that nothing maps yet: even
+// when src is dst (`nftcni install` into its own directory), a new copy
+// replaces it; the running binary keeps the old one.
 func copyExecutable(src, dst string) error {
-	if a, err := os.Stat(src); err == nil {
-		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
-			return nil
-		}
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -171,6 +170,7 @@ func copyExecutable(src, dst string) error {
 		tmp.Close()
 		return err
 	}
+	readBackHuge(tmp)
 	if err := tmp.Close(); err != nil {
 		return err
 	}
