@@ -365,10 +365,19 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			if p.Del == nil {
 				return nil, noHandler(p, cmd)
 			}
-			return nil, p.Del(ctx, a)
+			err := p.Del(ctx, a)
+			if err == nil && AfterDel != nil {
+				AfterDel(conf.Name, a)
+			}
+			return nil, err
 		}
 		if p.Add == nil {
 			return nil, noHandler(p, cmd)
+		}
+		if BeforeAdd != nil {
+			if after := BeforeAdd(conf.Name, a); after != nil {
+				defer after()
+			}
 		}
 		res, err := p.Add(ctx, a)
 		if err != nil {
@@ -399,6 +408,19 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 	}
 	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
 }
+
+// BeforeAdd and AfterDel, when set, wrap every ADD and DEL the dispatcher
+// serves, the in-process delegations included: BeforeAdd runs once the
+// invocation is parsed and before the plugin changes anything (it may add
+// to a.Env, which delegates inherit), and the function it returns runs
+// when the ADD has returned; AfterDel runs after a successful DEL. The
+// binary sets them (cmd/nftcni: the attachment records of package
+// attachrec, which `nftcni gc --all` goes by); cni/ itself does nothing
+// with them, and tests that call plugins in-process run without them.
+var (
+	BeforeAdd func(network string, a *CmdArgs) (after func())
+	AfterDel  func(network string, a *CmdArgs)
+)
 
 // noHandler is the answer of a plugin that was never registered (Register
 // refuses such a plugin) and lacks the handler for cmd: an error, never an

@@ -68,6 +68,12 @@ type GCArgs struct {
 	// empty list (libcni would send null, which plugins cannot tell from
 	// "no list").
 	ValidAttachments []cni.Attachment
+	// PluginVersion, when set, is the cniVersion the plugins are sent GC
+	// with, whatever the list's: a list older than 1.1.0 has no GC, so
+	// without it nothing but cached attachments would ever be collected
+	// there. `nftcni gc --all` sets "1.1.0" for such a list when every
+	// plugin of it supports that version. Not in libcni.
+	PluginVersion string
 }
 
 // pluginDescription names a plugin in chain errors: type="x", plus
@@ -400,10 +406,14 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, ar
 		}
 	}
 
-	if ok, _ := greaterThanOrEqual(list.CNIVersion, "1.1.0"); ok {
+	gcVersion := list.CNIVersion
+	if args != nil && args.PluginVersion != "" {
+		gcVersion = args.PluginVersion
+	}
+	if ok, _ := greaterThanOrEqual(gcVersion, "1.1.0"); ok {
 		inject := map[string]interface{}{
 			"name":       list.Name,
-			"cniVersion": list.CNIVersion,
+			"cniVersion": gcVersion,
 		}
 		if args != nil {
 			atts := args.ValidAttachments

@@ -152,10 +152,27 @@ func nfgenmsg(family byte, resID uint16) []byte {
 // ruleset changed while it was being read. Update retries it.
 var errInterrupted = errors.New("nftables dump interrupted by a concurrent change")
 
+// dumpAttempts bounds how often request redoes a dump the kernel flagged
+// as interrupted before it returns errInterrupted.
+const dumpAttempts = 4
+
 // request sends one non-batched request and returns its reply: all parts
 // of a dump, or the single answer to a GET. Kernel errors come back as the
-// errno (errors.Is(err, unix.ENOENT) works).
+// errno (errors.Is(err, unix.ENOENT) works). A dump interrupted by a
+// concurrent change is redone at once: its parts may mix two rulesets,
+// and a read outside Update (CHECK's, which must not fail because another
+// container came or went meanwhile) has no other retry; inside Update the
+// generation check still covers the read as a whole.
 func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	for attempt := 1; ; attempt++ {
+		msgs, err := c.requestOnce(typ, family, flags, attrs)
+		if !errors.Is(err, errInterrupted) || attempt == dumpAttempts {
+			return msgs, err
+		}
+	}
+}
+
+func (c *Conn) requestOnce(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	data := nfgenmsg(family, 0)
 	if len(attrs) > 0 {
 		b, err := netlink.MarshalAttributes(attrs)

@@ -26,6 +26,8 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
   check  <network> <netns>   CHECK the attachment against its cached result
   del    <network> <netns>   detach (works when the namespace is already gone)
   gc     <network> [<netns>] delete cached attachments whose namespace is gone, then GC
+  gc --all [-n]              the same for every network, also for attachments a crash left
+                             uncached; never touches a live one or an ADD in flight
   status <network> [<netns>] ask every plugin of the network whether it can ADD
   validate <network>         check that every plugin exists and supports the version
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]

@@ -296,6 +296,11 @@ func parseNetworkOnly(cmd string, args []string, maxArgs int) (*rtEnv, *cnirunti
 // the valid ones instead: only attachments whose container is gone are
 // deleted, and plugins are told exactly which ones to keep.
 func cmdGC(args []string, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-all" || a == "--all" || strings.HasPrefix(a, "-all=") || strings.HasPrefix(a, "--all=") {
+			return cmdGCAll(args, os.Stdout, stderr)
+		}
+	}
 	env, list, err := parseNetworkOnly("gc", args, 2)
 	if err != nil {
 		return err
