@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -32,6 +33,8 @@ import (
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
 //	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BENCH_LIST      attachments of the full chain in place while `nftcni list` and
+//	                `gc --all` are timed (default 250)
 //	BENCH_EXECS     VERSION execs per plugin name for the exec floor (default 50; the
 //	                baseline's loopback runs as often per name)
 //	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
@@ -138,6 +141,9 @@ func TestBench(t *testing.T) {
 	// Neither plugin set may find the machine's firewalld (the firewall
 	// plugin's default backend when it runs).
 	privtest.HideSystemBus()
+	// The plugins' attachment records go to a directory of the run's own,
+	// not the machine's /var/lib/nftcni.
+	os.Setenv(attachrec.EnvDir, t.TempDir())
 	iter, workers, par, existing := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64), knob("BENCH_EXISTING", 200)
 
 	bin := t.TempDir()
@@ -246,6 +252,7 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	hostTools(t, bin, knob("BENCH_LIST", 250), workers)
 	targets(fl, results, existing, workers)
 }
 
@@ -315,6 +322,8 @@ func missingPlugins(dir string, names []string) string {
 // pool of container namespaces.
 type world struct {
 	t      *testing.T
+	host   *netns.NS
+	dir    string
 	cni    *libcni.CNIConfig
 	list   *libcni.NetworkConfigList
 	nsDir  string
@@ -443,7 +452,7 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+	return &world{t: t, host: host, dir: dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 

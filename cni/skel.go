@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -48,6 +49,56 @@ type Plugin struct {
 	// Mistakes are *Error with CodeInvalidNetworkConfig whose message
 	// starts with the key path ("ipam.ranges[0][0].subnet: ...").
 	Validate func(conf []byte) error
+
+	// Pools, for an IPAM plugin, lists the addresses a complete config
+	// hands out, found offline like Validate; nil when the plugin cannot
+	// say (dhcp: the server decides). Footprint, for an interface plugin,
+	// says which host resource its containers share with other networks
+	// (the bridge plugin's bridge) and the pools its IPAM hands out there.
+	// `nftcni validate` compares the footprints of every network of a
+	// configuration directory: two networks on one bridge with
+	// overlapping pools would hand out the same address twice.
+	Pools     func(conf []byte) ([]Pool, error)
+	Footprint func(conf []byte) (*Footprint, error)
+}
+
+// Pool is an inclusive range of addresses an IPAM config hands out.
+type Pool struct {
+	First, Last netip.Addr
+}
+
+// Overlaps reports whether p and o share an address.
+func (p Pool) Overlaps(o Pool) bool {
+	return p.First.BitLen() == o.First.BitLen() && !p.Last.Less(o.First) && !o.Last.Less(p.First)
+}
+
+func (p Pool) String() string {
+	if p.First == p.Last {
+		return p.First.String()
+	}
+	return p.First.String() + "-" + p.Last.String()
+}
+
+// Footprint is what a network's containers share on the host: networks
+// with the same Kind and Name compete for the addresses behind it.
+type Footprint struct {
+	Kind  string // "bridge"
+	Name  string // "cni0"
+	Pools []Pool
+}
+
+// IPAMPools runs the Pools hook of the IPAM plugin typ on conf (the
+// interface plugin's stdin); nil when typ is empty, not registered in this
+// binary, or cannot say.
+func IPAMPools(typ string, conf []byte) ([]Pool, error) {
+	if typ == "" {
+		return nil, nil
+	}
+	p := Lookup(typ)
+	if p == nil || p.Pools == nil {
+		return nil, nil
+	}
+	return p.Pools(conf)
 }
 
 // NothingToCollect is the GC handler of a plugin that leaves nothing

@@ -30,6 +30,7 @@ var Plugin = &cni.Plugin{
 	GC:       cni.NothingToCollect,
 	Status:   cni.AlwaysReady,
 	Validate: validate,
+	Pools:    pools,
 }
 
 type netConf struct {
@@ -254,4 +255,17 @@ func validate(conf []byte) error {
 		}
 	}
 	return cni.ConfigError("ipam", "%v", err)
+}
+
+// pools is the plugin's cni.Plugin.Pools: every configured address.
+func pools(conf []byte) ([]cni.Pool, error) {
+	c, err := load(conf, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cni.Pool, 0, len(c.addrs))
+	for _, a := range c.addrs {
+		out = append(out, cni.Pool{First: a.prefix.Addr(), Last: a.prefix.Addr()})
+	}
+	return out, nil
 }
