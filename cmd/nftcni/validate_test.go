@@ -116,8 +116,8 @@ func TestValidateDirectory(t *testing.T) {
 			`"ipam":{"type":"host-local","dataDir":"` + store + `","ranges":[` + ranges + `]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 	}
 	c.conf("10-podman.conflist", net("podman", "cni-podman0", `[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}]`))
-	c.conf("20-other.conflist", net("other", "cni-other0", `[{"subnet":"10.88.0.0/16"}]`))  // another bridge
-	c.conf("30-half.conflist", net("half", "cni-podman0", `[{"subnet":"10.89.0.0/24"}]`)) // same bridge, own range
+	c.conf("20-other.conflist", net("other", "cni-other0", `[{"subnet":"10.88.0.0/16"}]`)) // another bridge
+	c.conf("30-half.conflist", net("half", "cni-podman0", `[{"subnet":"10.89.0.0/24"}]`))  // same bridge, own range
 	out := c.run("validate")
 	if out.status != 0 || !strings.Contains(out.stdout, "3 networks in "+c.confDir+": ok") {
 		t.Fatalf("a directory without overlaps: %d %q %q", out.status, out.stdout, out.stderr)
