@@ -36,11 +36,7 @@ func (r *Runtime) pluginEnv(command string, rt *RuntimeConf) []string {
 	}
 	var args string
 	if rt != nil {
-		entries := make([]string, len(rt.Args))
-		for i, kv := range rt.Args {
-			entries[i] = kv[0] + "=" + kv[1]
-		}
-		args = strings.Join(entries, ";")
+		args = joinArgs(rt.Args)
 	} else {
 		rt = &RuntimeConf{}
 	}

@@ -305,7 +305,7 @@ func cmdGC(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	atts, err := env.runtime.GetCachedAttachments("")
+	atts, err := env.runtime.ProbeCachedAttachments("")
 	if err != nil {
 		return fmt.Errorf("reading the result cache: %w", err)
 	}
@@ -314,9 +314,8 @@ func cmdGC(args []string, stderr io.Writer) error {
 		if a.Network != list.Name {
 			continue
 		}
-		state, why := netns.Probe(a.NetNS)
-		if state == netns.Gone {
-			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, why)
+		if !a.Live() {
+			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, a.NetNSWhy)
 			continue
 		}
 		valid = append(valid, cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
