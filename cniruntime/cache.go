@@ -11,7 +11,6 @@ import (
 
 	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/netns"
 )
 
 // DefaultCacheDir is libcni's cache base directory. Sharing it (and the file
@@ -279,58 +278,4 @@ func (r *Runtime) GetCachedAttachments(containerID string) ([]*NetworkAttachment
 		})
 	}
 	return attachments, nil
-}
-
-// ProbedAttachment is a cached attachment with what netns.Probe says of
-// the namespace recorded with it.
-type ProbedAttachment struct {
-	*NetworkAttachment
-	NetNSState netns.State
-	// NetNSErr says why the state is Gone or Unknown (nil when Alive).
-	NetNSErr error
-}
-
-// ProbeCachedAttachments is GetCachedAttachments with each attachment's
-// namespace probed (every path once). It is what every tool acting on
-// the host's attachments starts from: `nftcni gc --all` deletes those
-// whose namespace is Gone, `nftcni list` shows the state.
-func (r *Runtime) ProbeCachedAttachments(containerID string) ([]ProbedAttachment, error) {
-	atts, err := r.GetCachedAttachments(containerID)
-	if err != nil {
-		return nil, err
-	}
-	type probe struct {
-		state netns.State
-		err   error
-	}
-	seen := map[string]probe{}
-	out := make([]ProbedAttachment, 0, len(atts))
-	for _, a := range atts {
-		p, ok := seen[a.NetNS]
-		if !ok {
-			p.state, p.err = netns.Probe(a.NetNS)
-			seen[a.NetNS] = p
-		}
-		out = append(out, ProbedAttachment{NetworkAttachment: a, NetNSState: p.state, NetNSErr: p.err})
-	}
-	return out, nil
-}
-
-// LiveAttachments returns the cached attachments whose namespace still
-// exists, or cannot be examined (netns.Unknown: nothing is treated as gone
-// on a guess), in cache file order. Tools that re-create or keep host
-// state for running containers (`nftcni reload`, `nftcni gc --all`'s
-// valid list) start from it.
-func (r *Runtime) LiveAttachments() ([]*NetworkAttachment, error) {
-	probed, err := r.ProbeCachedAttachments("")
-	if err != nil {
-		return nil, err
-	}
-	var out []*NetworkAttachment
-	for _, p := range probed {
-		if p.NetNSState != netns.Gone {
-			out = append(out, p.NetworkAttachment)
-		}
-	}
-	return out, nil
 }
