@@ -438,3 +438,31 @@ func TestGCAllNeverTouchesLive(t *testing.T) {
 		c.liveWorks(t, network, k, gw, 18200+i)
 	}
 }
+
+// TestSharedBridgeAdd: the copy-paste network through the command line —
+// validate names it, and an ADD that would duplicate a live address on the
+// bridge fails naming both networks, after which `add` runs the chain's
+// DEL and the first network's container keeps working.
+func TestSharedBridgeAdd(t *testing.T) {
+	c := newGCCLI(t)
+	dataDir, nsDir := t.TempDir(), t.TempDir()
+	c.conf("10-podman.conflist", gcChain("1.1.0", "podman", "cni-podman9", "10.76.0.0/24", dataDir))
+	c.conf("11-podman-copy.conflist", gcChain("1.1.0", "podman-copy", "cni-podman9", "10.76.0.0/24", dataDir))
+	if out := c.run("validate"); out.status != 1 || !strings.Contains(out.stderr, `networks "podman" (`) || !strings.Contains(out.stderr, `share bridge "cni-podman9"`) {
+		t.Errorf("validate: %d %s", out.status, out.stderr)
+	}
+	a := newGCCtr(t, nsDir, "a")
+	c.mustRun(portMapping(18500), "add", "podman", a.path)
+	b := newGCCtr(t, nsDir, "b")
+	out, err := c.exec(portMapping(18501), "add", "podman-copy", b.path)
+	t.Logf("nftcni add podman-copy: status %d\n%s", out.status, out.stderr)
+	want := `nftcni: plugin type="bridge" failed (add): address 10.76.0.2 is in use on bridge "cni-podman9" by network "podman" (container ` + a.id() +
+		`, interface eth0); network "podman-copy" hands out addresses that overlap on the same bridge: give each network on a bridge a range of its own (` + "`nftcni validate`" + ` names such networks) (CNI error code 7)`
+	if err != nil || out.status != 1 || !strings.Contains(out.stderr, want) || !strings.Contains(out.stderr, "ran DEL to clean up") {
+		t.Errorf("second network's ADD: %v %d\n%s\nwant it to contain\n%s", err, out.status, out.stderr, want)
+	}
+	c.liveWorks(t, "podman", a, netip.MustParseAddr("10.76.0.1"), 18500)
+	if got := plugintest.ReservationsOf(t, dataDir, "podman-copy"); len(got) != 0 {
+		t.Errorf("podman-copy holds %v", got)
+	}
+}

@@ -159,15 +159,20 @@ func claimAddrs(hh *netlinkx.Handle, br netlinkx.Link, own nft.Owner, hostVeth n
 			take = append(take, name) // its veth is gone: a leftover
 		}
 	}
-	for _, name := range take {
-		if err := writeJSON(filepath.Join(dir, name), mine); err != nil {
-			return nil, fmt.Errorf("recording address %s on bridge %q: %w", name, br.Name, err)
-		}
-	}
+	// The owner file first: a process killed in between leaves an owner
+	// file naming claims not made (DEL and GC skip those), never a claim
+	// that no owner file leads to.
 	if err := writeJSON(filepath.Join(dir, ownerFile(own)), take); err != nil {
 		return nil, fmt.Errorf("recording the addresses of bridge %q: %w", br.Name, err)
 	}
-	return func() error { return releaseClaims(br.Name, own) }, nil
+	release = func() error { return releaseClaims(br.Name, own) }
+	for _, name := range take {
+		if err := writeJSON(filepath.Join(dir, name), mine); err != nil {
+			_ = releaseLocked(dir, own, ownerFile(own))
+			return nil, fmt.Errorf("recording address %s on bridge %q: %w", name, br.Name, err)
+		}
+	}
+	return release, nil
 }
 
 // claimLive reports whether c's host veth is still a port of br.
