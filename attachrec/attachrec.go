@@ -151,6 +151,19 @@ func Remove(dir, network, containerID, ifName string) error {
 	return nil
 }
 
+// Get returns the record of (network, containerID, ifName); ok is false
+// when there is none (or it is unreadable).
+func Get(dir, network, containerID, ifName string) (r Record, ok bool) {
+	data, err := os.ReadFile(filepath.Join(networkDir(dir, network), recordName(containerID, ifName)))
+	if err != nil || json.Unmarshal(data, &r) != nil {
+		return Record{}, false
+	}
+	if r.Network != network || r.ContainerID != containerID || r.IfName != ifName {
+		return Record{}, false
+	}
+	return r, true
+}
+
 // List returns the records of network, or of every network when network is
 // empty, sorted by network, container ID and interface. Unreadable or
 // foreign files are skipped; a missing directory holds no records.

@@ -52,8 +52,17 @@ func TestRecordLifecycle(t *testing.T) {
 		t.Fatalf("after a new namespace: %+v", got)
 	}
 
+	if r, ok := Get(dir, "net", "a", "eth0"); !ok || r.NetNS != "/run/netns/new" {
+		t.Fatalf("Get: %+v %v", r, ok)
+	}
+	if _, ok := Get(dir, "net", "a", "eth1"); ok {
+		t.Fatal("Get of another interface found a record")
+	}
 	if err := Remove(dir, "net", "a", "eth0"); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := Get(dir, "net", "a", "eth0"); ok {
+		t.Fatal("Get after Remove found the record")
 	}
 	if err := Remove(dir, "net", "a", "eth0"); err != nil {
 		t.Fatalf("second Remove: %v", err)

@@ -125,6 +125,35 @@ func (s *sweep) snapshot(network string) ([]*view, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the attachment records: %w", err)
 	}
+	return s.views(network, cached, recs), nil
+}
+
+// snapshotOne is snapshot for one attachment, reading only its own cache
+// file and record; nil when neither names it any more.
+func (s *sweep) snapshotOne(network string, at cni.Attachment) (*view, error) {
+	cached, err := s.env.runtime.GetCachedAttachments(at.ContainerID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the result cache: %w", err)
+	}
+	var mine []*cniruntime.NetworkAttachment
+	for _, c := range cached {
+		if c.IfName == at.IfName {
+			mine = append(mine, c)
+		}
+	}
+	var recs []attachrec.Record
+	if r, ok := attachrec.Get(s.recDir, network, at.ContainerID, at.IfName); ok {
+		recs = append(recs, r)
+	}
+	if v := s.views(network, mine, recs); len(v) == 1 {
+		return v[0], nil
+	}
+	return nil, nil
+}
+
+// views joins cached attachments (of any network: those of network are
+// taken) and network's records by attachment.
+func (s *sweep) views(network string, cached []*cniruntime.NetworkAttachment, recs []attachrec.Record) []*view {
 	byKey := map[cni.Attachment]*view{}
 	var order []*view
 	get := func(id, ifname string) *view {
@@ -167,7 +196,7 @@ func (s *sweep) snapshot(network string) ([]*view, error) {
 		v.record = &recs[i]
 		see(v, recs[i].NetNS)
 	}
-	return order, nil
+	return order
 }
 
 // network sweeps one network. The lock is taken three ways: to read which
@@ -241,15 +270,9 @@ func (s *sweep) locked(ctx context.Context, network string, fn func() ([]*view, 
 // may have used it again.
 func (s *sweep) deleteStale(ctx context.Context, list *cniruntime.NetworkConfigList, v *view) error {
 	_, err := s.locked(ctx, list.Name, func() ([]*view, error) {
-		now, err := s.snapshot(list.Name)
+		cur, err := s.snapshotOne(list.Name, v.Attachment)
 		if err != nil {
 			return nil, err
-		}
-		var cur *view
-		for _, n := range now {
-			if n.Attachment == v.Attachment {
-				cur = n
-			}
 		}
 		if cur == nil || cur.state != netns.Gone {
 			return nil, nil // gone already, or in use again
