@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/netns"
@@ -305,20 +307,44 @@ func cmdGC(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Like gc --all: under the network's lock, and an attachment our ADD
+	// recorded is valid while its namespace exists even if the runtime
+	// has not cached it (yet): an ADD in flight is never collected.
+	recDir := attachrec.Dir(os.Getenv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	unlock, err := attachrec.Lock(ctx, recDir, list.Name)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	atts, err := env.runtime.ProbeCachedAttachments("")
 	if err != nil {
 		return fmt.Errorf("reading the result cache: %w", err)
 	}
+	recs, err := attachrec.List(recDir, list.Name)
+	if err != nil {
+		return fmt.Errorf("reading the attachment records: %w", err)
+	}
 	valid := []cni.Attachment{}
+	recorded := map[cni.Attachment]bool{}
+	for _, r := range recs {
+		if st, _ := netns.Probe(r.NetNS); st != netns.Gone {
+			at := cni.Attachment{ContainerID: r.ContainerID, IfName: r.IfName}
+			recorded[at] = true
+			valid = append(valid, at)
+		}
+	}
 	for _, a := range atts {
-		if a.Network != list.Name {
+		at := cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}
+		if a.Network != list.Name || recorded[at] {
 			continue
 		}
 		if !a.Live() {
 			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, a.NetNSWhy)
 			continue
 		}
-		valid = append(valid, cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+		valid = append(valid, at)
 	}
 	return env.runtime.GCNetworkList(context.Background(), list, &cniruntime.GCArgs{ValidAttachments: valid})
 }
