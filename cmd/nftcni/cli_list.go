@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/nft"
 )
 
 // listedAttachment is one row of `nftcni list`; its JSON is `-o json`'s.
@@ -87,7 +88,12 @@ func cmdList(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env.runtime.InProcess = *drift == "check"
+	if *drift == "check" {
+		env.runtime.InProcess = true
+		// Every CHECK reads the same chains and sets; while nothing is
+		// committed the kernel's answer is the same (nft.EnableReadCache).
+		nft.EnableReadCache()
+	}
 	rows, err := listAttachments(env)
 	if err != nil {
 		return err
