@@ -25,6 +25,7 @@
 package attachrec
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
@@ -33,7 +34,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,15 +213,8 @@ func List(dir, network string) ([]Record, error) {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Network != b.Network {
-			return a.Network < b.Network
-		}
-		if a.ContainerID != b.ContainerID {
-			return a.ContainerID < b.ContainerID
-		}
-		return a.IfName < b.IfName
+	slices.SortFunc(out, func(a, b Record) int {
+		return cmp.Or(cmp.Compare(a.Network, b.Network), cmp.Compare(a.ContainerID, b.ContainerID), cmp.Compare(a.IfName, b.IfName))
 	})
 	return out, nil
 }

@@ -287,7 +287,7 @@ func (r *Runtime) inProcess(path string, env []string) *cni.Plugin {
 		return nil
 	}
 	p := cni.Lookup(filepath.Base(path))
-	if p == nil || !isSelf(path) {
+	if p == nil || !cni.IsSelf(path) {
 		return nil
 	}
 	return p
@@ -315,21 +315,4 @@ func (r *Runtime) runInProcess(ctx context.Context, p *cni.Plugin, stdin []byte,
 		_, _ = stderr.WriteTo(r.stderr())
 	}
 	return stdout.Bytes(), nil
-}
-
-var (
-	selfOnce sync.Once
-	selfInfo os.FileInfo
-)
-
-// isSelf reports whether path is this very executable (a link to it
-// counts).
-func isSelf(path string) bool {
-	selfOnce.Do(func() {
-		if exe, err := os.Executable(); err == nil {
-			selfInfo, _ = os.Stat(exe)
-		}
-	})
-	fi, err := os.Stat(path)
-	return err == nil && selfInfo != nil && os.SameFile(fi, selfInfo)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -170,15 +171,8 @@ func listAttachments(env *rtEnv) ([]*listedAttachment, error) {
 			Addresses: []string{}, HostPorts: []listedHostPort{},
 		})
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.Network != b.Network {
-			return a.Network < b.Network
-		}
-		if a.ContainerID != b.ContainerID {
-			return a.ContainerID < b.ContainerID
-		}
-		return a.IfName < b.IfName
+	slices.SortStableFunc(rows, func(a, b *listedAttachment) int {
+		return cmp.Or(cmp.Compare(a.Network, b.Network), cmp.Compare(a.ContainerID, b.ContainerID), cmp.Compare(a.IfName, b.IfName))
 	})
 	return rows, nil
 }
