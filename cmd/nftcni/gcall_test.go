@@ -20,6 +20,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/vmtest"
 )
 
 // The gc --all tests build what a host has after a reboot or a crashed
@@ -333,11 +334,14 @@ func TestGCAllAfterReboot(t *testing.T) {
 func TestGCAllNeverTouchesLive(t *testing.T) {
 	c := newGCCLI(t)
 	const (
-		network    = "gcrace"
-		workers    = 3
-		iterations = 12
-		longLived  = 3
+		network   = "gcrace"
+		workers   = 3
+		longLived = 3
 	)
+	iterations := 12
+	if vmtest.InGuest() {
+		iterations = 4 // an emulated guest is many times slower
+	}
 	dataDir, nsDir := t.TempDir(), t.TempDir()
 	c.conf("10-race.conflist", gcChain("1.1.0", network, "gcbr2", "10.73.0.0/24", dataDir))
 	gw := netip.MustParseAddr("10.73.0.1")
