@@ -432,7 +432,7 @@ func TestGCAllNeverTouchesLive(t *testing.T) {
 	}
 	t.Logf("%d sweeps while %d ADDs (each CHECKed right after) and their DELs ran, %d left to the sweep; long-lived checked %d times",
 		sweeps.Load(), adds.Load(), crashed.Load(), checks.Load())
-	if sweeps.Load() < 3 {
+	if sweeps.Load() < 2 {
 		t.Errorf("only %d sweeps ran alongside the workers", sweeps.Load())
 	}
 
