@@ -13,9 +13,11 @@
 // ones waiting — and counts every recorded or cached attachment whose
 // namespace still exists as valid. An ADD's state is therefore made either
 // after its record (which the sweep sees) or after the sweep let go of the
-// lock. Records survive a reboot (they live under /var/lib), so a sweep at
-// boot also finds, and deletes with a full DEL, attachments that a crash
-// left with state but without a cache entry.
+// lock. A sweep also finds, and deletes with a full DEL, attachments that
+// a crash left with state but without a cache entry. Records live in /run,
+// as long as the namespaces they describe: a reboot takes both (what a
+// crashed ADD left on disk, host-local's reservation, is then collected by
+// the plugins' GC), and an ADD pays a file on tmpfs, not on a disk.
 //
 // Layout: <dir>/<network hash>/ holds "gate" and "lock" (empty lock files)
 // and one record per attachment, named by the attachment hash; the hashes
@@ -44,7 +46,7 @@ import (
 )
 
 // DefaultDir is where records are kept unless EnvDir says otherwise.
-const DefaultDir = "/var/lib/nftcni/attachments"
+const DefaultDir = "/run/nftcni/attachments"
 
 // EnvDir names the environment variable that moves the records (plugins
 // and tools read it alike; tests point it at a directory of their own).
@@ -123,21 +125,40 @@ func Begin(dir string, r Record) (end func(), err error) {
 }
 
 // write stores r in nd unless an equal record is there already (the
-// second and later plugins of a chain find the first one's).
+// second and later plugins of a chain find the first one's). A new record
+// is created exclusively and written with one write() of a few hundred
+// bytes, which a killed process completes or never starts (a temporary
+// file and a rename cost four times as much, on every ADD); a record that
+// differs (the same container ID and interface in another namespace) or
+// cannot be read is replaced whole.
 func write(nd string, r Record) error {
 	path := filepath.Join(nd, recordName(r.ContainerID, r.IfName))
-	if data, err := os.ReadFile(path); err == nil {
-		var old Record
-		if json.Unmarshal(data, &old) == nil && old.sameAttachment(r) {
-			return nil
-		}
-	}
 	if r.Started.IsZero() {
 		r.Started = time.Now().UTC().Truncate(time.Second)
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(path)
+		}
+		return err
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil {
+		var o Record
+		if json.Unmarshal(old, &o) == nil && o.sameAttachment(r) {
+			return nil
+		}
 	}
 	return atomicfile.Write(path, data, atomicfile.Options{Temp: ".rec-*"})
 }

@@ -142,7 +142,7 @@ func TestBench(t *testing.T) {
 	// plugin's default backend when it runs).
 	privtest.HideSystemBus()
 	// The plugins' attachment records go to a directory of the run's own,
-	// not the machine's /var/lib/nftcni.
+	// not the machine's /run/nftcni.
 	os.Setenv(attachrec.EnvDir, t.TempDir())
 	iter, workers, par, existing := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64), knob("BENCH_EXISTING", 200)
 

@@ -39,6 +39,12 @@ type Plugin struct {
 	// Status answers whether an ADD can succeed now (code 50 or 51 if not).
 	Status func(ctx context.Context, a *CmdArgs) error
 
+	// NoHostState says that the plugin's ADD leaves nothing outside the
+	// container's namespace and delegates to no IPAM (its GC is
+	// NothingToCollect): no record of its attachments is needed, so
+	// BeforeAdd is not called for it (see BeforeAdd).
+	NoHostState bool
+
 	// Validate checks a complete config (the plugin's stdin) offline:
 	// every key and value, interface-name lengths, and the config of an
 	// IPAM plugin registered in this binary (ValidateIPAM). It changes
@@ -425,7 +431,7 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 		if p.Add == nil {
 			return nil, noHandler(p, cmd)
 		}
-		if BeforeAdd != nil {
+		if BeforeAdd != nil && !p.NoHostState {
 			if after := BeforeAdd(conf.Name, a); after != nil {
 				defer after()
 			}
@@ -461,7 +467,8 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 }
 
 // BeforeAdd and AfterDel, when set, wrap every ADD and DEL the dispatcher
-// serves, the in-process delegations included: BeforeAdd runs once the
+// serves, the in-process delegations included (BeforeAdd not for a plugin
+// with NoHostState): BeforeAdd runs once the
 // invocation is parsed and before the plugin changes anything (it may add
 // to a.Env, which delegates inherit), and the function it returns runs
 // when the ADD has returned; AfterDel runs after a successful DEL. The

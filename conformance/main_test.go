@@ -44,7 +44,7 @@ func setup(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	// The plugins' attachment records (package attachrec) stay in the
-	// run's own directory, not the machine's /var/lib/nftcni.
+	// run's own directory, not the machine's /run/nftcni.
 	os.Setenv(attachrec.EnvDir, filepath.Join(tmp, "records"))
 	if err := install(tmp); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance setup: %v\n", err)

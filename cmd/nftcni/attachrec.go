@@ -21,7 +21,7 @@ const heldMark = attachrec.EnvHeld + "=1"
 
 // recordAdd records a's attachment and takes the lock, unless the ADD is a
 // delegate of one that did (attachrec.EnvHeld). When the record cannot be
-// written (a read-only or full /var) the ADD goes on without it and says
+// written (a read-only or full /run) the ADD goes on without it and says
 // so: refusing every ADD for the sake of an occasional sweep would be
 // worse, and the runtime's cache still protects the attachment once the
 // chain succeeded.

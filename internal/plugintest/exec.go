@@ -65,7 +65,7 @@ func Main(m *testing.M) {
 // IsolateRecords points the attachment records (package attachrec) of
 // this process and of every plugin it runs at a temporary directory of
 // its own, so that tests never write into the machine's
-// /var/lib/nftcni; the returned function removes it. Main calls it.
+// /run/nftcni; the returned function removes it. Main calls it.
 func IsolateRecords() (cleanup func()) {
 	dir, err := os.MkdirTemp("", "nftcni-test-records-")
 	if err != nil {

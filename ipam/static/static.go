@@ -23,14 +23,15 @@ import (
 // and does not even read the config, like the reference; GC has nothing to
 // collect; its addresses come from the config, so it is always ready.
 var Plugin = &cni.Plugin{
-	Name:     "static",
-	Add:      cmdAdd,
-	Del:      func(context.Context, *cni.CmdArgs) error { return nil },
-	Check:    cmdCheck,
-	GC:       cni.NothingToCollect,
-	Status:   cni.AlwaysReady,
-	Validate: validate,
-	Pools:    pools,
+	Name:        "static",
+	Add:         cmdAdd,
+	Del:         func(context.Context, *cni.CmdArgs) error { return nil },
+	Check:       cmdCheck,
+	GC:          cni.NothingToCollect,
+	NoHostState: true,
+	Status:      cni.AlwaysReady,
+	Validate:    validate,
+	Pools:       pools,
 }
 
 type netConf struct {
