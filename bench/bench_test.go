@@ -141,9 +141,10 @@ func TestBench(t *testing.T) {
 	// Neither plugin set may find the machine's firewalld (the firewall
 	// plugin's default backend when it runs).
 	privtest.HideSystemBus()
-	// The plugins' attachment records go to a directory of the run's own,
-	// not the machine's /run/nftcni.
-	os.Setenv(attachrec.EnvDir, t.TempDir())
+	// The plugins' attachment records go to a tmpfs of the run's own, as
+	// /run is on a real host (on this machine it is not), not to the
+	// machine's /run/nftcni.
+	os.Setenv(attachrec.EnvDir, privtest.SmallFS(t, 4096))
 	iter, workers, par, existing := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64), knob("BENCH_EXISTING", 200)
 
 	bin := t.TempDir()
