@@ -106,6 +106,11 @@ func imports(t *testing.T, root string) map[string][]string {
 			if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || slices.Contains(notProduct, rel)) {
 				return filepath.SkipDir
 			}
+			// A directory with a go.mod of its own (packaging/) is
+			// another module, not part of the product's.
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); rel != "." && err == nil {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
