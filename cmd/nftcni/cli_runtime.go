@@ -490,6 +490,6 @@ func validateDirectory(env *rtEnv, stdout io.Writer) error {
 		_, err := fmt.Fprintf(stdout, "%d networks in %s: ok\n", len(dir.Networks), env.confDir)
 		return err
 	}
-	return fmt.Errorf("%s: %d of %d networks not valid, %d problems across networks:\n%s",
-		env.confDir, len(bad), len(dir.Networks), len(across), strings.Join(lines, "\n"))
+	return fmt.Errorf("%s: %d of %d networks not valid, %d %s across networks:\n%s",
+		env.confDir, len(bad), len(dir.Networks), len(across), plural(len(across), "problem", "problems"), strings.Join(lines, "\n"))
 }
