@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -32,6 +33,8 @@ import (
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
 //	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BENCH_LIST      attachments of the full chain in place while `nftcni list` and
+//	                `gc --all` are timed (default 250)
 //	BENCH_EXECS     VERSION execs per plugin name for the exec floor (default 50; the
 //	                baseline's loopback runs as often per name), measured twice: as
 //	                installed, and with the binaries' page cache read back in small
@@ -146,6 +149,10 @@ func TestBench(t *testing.T) {
 	// Neither plugin set may find the machine's firewalld (the firewall
 	// plugin's default backend when it runs).
 	privtest.HideSystemBus()
+	// The plugins' attachment records go to a tmpfs of the run's own, as
+	// /run is on a real host (on this machine it is not), not to the
+	// machine's /run/nftcni.
+	os.Setenv(attachrec.EnvDir, privtest.SmallFS(t, 4096))
 	iter, workers, par, existing := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64), knob("BENCH_EXISTING", 200)
 
 	bin, built := t.TempDir(), t.TempDir()
@@ -295,6 +302,7 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	hostTools(t, bin, knob("BENCH_LIST", 250), workers)
 	targets([]floor{fl, flr}, results, existing, workers)
 }
 
@@ -368,6 +376,8 @@ func missingPlugins(dir string, names []string) string {
 // pool of container namespaces.
 type world struct {
 	t      *testing.T
+	host   *netns.NS
+	dir    string
 	cni    *libcni.CNIConfig
 	list   *libcni.NetworkConfigList
 	nsDir  string
@@ -499,7 +509,7 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+	return &world{t: t, host: host, dir: dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 

@@ -136,7 +136,7 @@ echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep 
 	wantPackages(t, s, map[string]string{"nftcni": ""})
 	// Nothing of ours on disk: Debian's files are Debian's again.
 	s.sh(`! test -e /usr/lib/cni/nftcni
-! test -e /var/lib/nftcni
+! test -e /run/nftcni/attachments
 ! test -e /etc/systemd/system/timers.target.wants/nftcni-gc.timer
 test "$(dpkg -S /usr/lib/cni/bridge)" = "containernetworking-plugins: /usr/lib/cni/bridge"
 grep -q "^ExecStart=/usr/lib/cni/dhcp daemon$" /lib/systemd/system/cni-dhcp.service

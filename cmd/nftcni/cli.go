@@ -26,8 +26,13 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
   check  <network> <netns>   CHECK the attachment against its cached result
   del    <network> <netns>   detach (works when the namespace is already gone)
   gc     <network> [<netns>] delete cached attachments whose namespace is gone, then GC
+  gc --all [-n]              the same for every network, also for attachments a crash left
+                             uncached; never touches a live one or an ADD in flight
   status <network> [<netns>] ask every plugin of the network whether it can ADD
-  validate <network>         check that every plugin exists and supports the version
+  list [-o json]             every attachment on the host: network, container, interface,
+                             namespace, addresses, host ports, and what CHECK says (drift)
+  validate [<network>]       check a network (or every one, and the directory as a whole:
+                             networks sharing a bridge with overlapping ranges) offline
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
                              run CMD in a throwaway namespace attached to the networks
 
@@ -65,6 +70,8 @@ func cli(args []string) int {
 		err = cmdGC(args[1:], os.Stderr)
 	case "status":
 		err = cmdStatus(args[1:])
+	case "list":
+		err = cmdList(args[1:], os.Stdout)
 	case "validate":
 		err = cmdValidate(args[1:], os.Stdout)
 	case "run":

@@ -27,6 +27,7 @@ const module = "github.com/nftcni/nftcni"
 var rules = map[string][]string{
 	"crashpoint": {},
 	"atomicfile": {"crashpoint"},
+	"attachrec":  {"atomicfile"},
 	"netns":      {},
 	"nlerr":      {},
 	"cni":        {"crashpoint"},
