@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -227,43 +226,22 @@ func (r *reloader) watchFirewalld(ctx context.Context) error {
 }
 
 // ourReappliers are the reappliers of plugins that CNI_PATH resolves to
-// this very program: an attachment whose bridge is another program's
-// (the reference plugins still installed there) must not get nftcni's
-// state on top of theirs. notOurs says, per plugin left out, why.
+// this very program (cni.IsSelf: the file, or a link to it): an attachment
+// whose bridge is another program's (the reference plugins still
+// installed there) must not get nftcni's state on top of theirs. notOurs
+// says, per plugin left out, why.
 func ourReappliers(path []string) (reapply.Registry, map[string]string) {
-	self, selfErr := os.Executable()
 	reg, notOurs := reapply.Registry{}, map[string]string{}
-	for name, f := range reappliers {
+	for name, f := range reapplyRegistry() {
 		p, err := cni.FindInPath(name, path)
 		switch {
 		case err != nil:
 			notOurs[name] = fmt.Sprintf("not found in CNI_PATH (%s)", strings.Join(path, string(os.PathListSeparator)))
-		case selfErr != nil:
-			notOurs[name] = fmt.Sprintf("cannot tell whether %s is nftcni: %v", p, selfErr)
-		case !sameProgram(p, self):
-			notOurs[name] = fmt.Sprintf("%s is not this nftcni (%s)", p, self)
+		case !cni.IsSelf(p):
+			notOurs[name] = fmt.Sprintf("%s is not this nftcni", p)
 		default:
 			reg[name] = f
 		}
 	}
 	return reg, notOurs
-}
-
-// sameProgram reports whether the files a and b are the same program: the
-// same file (a link to it) or a copy of it.
-func sameProgram(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	if os.SameFile(sa, sb) {
-		return true
-	}
-	if sa.Size() != sb.Size() {
-		return false
-	}
-	ca, err1 := os.ReadFile(a)
-	cb, err2 := os.ReadFile(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
 }

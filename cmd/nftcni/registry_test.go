@@ -146,16 +146,16 @@ func TestReloadCoversEveryNftablesPlugin(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("../..", dir)); err != nil {
 			continue // an IPAM plugin
 		}
-		if keeps(dir, map[string]bool{}) && reappliers[name] == nil {
+		if keeps(dir, map[string]bool{}) && reapplyRegistry()[name] == nil {
 			t.Errorf("plugin %s keeps host nftables state but has no reapplier (registerReapply in plugin_%s.go)", name, strings.ReplaceAll(name, "-", ""))
 		}
 	}
-	for name := range reappliers {
+	for name := range reapplyRegistry() {
 		if cni.Lookup(name) == nil {
 			t.Errorf("reapplier %s belongs to no registered plugin", name)
 		}
 	}
-	if len(reappliers) == 0 {
+	if len(reapplyRegistry()) == 0 {
 		t.Error("no reappliers registered")
 	}
 }
