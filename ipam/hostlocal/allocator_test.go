@@ -254,7 +254,7 @@ func TestRequestedLeftoverRollsBack(t *testing.T) {
 func TestLargeIPv6RangeIsNotWalked(t *testing.T) {
 	is := is.New(t)
 	dir := t.TempDir()
-	stdin := netconf(t, dir, "", `"subnet":"2001:db8::/64"`)
+	stdin := netconf(t, dir, "", `"subnet":"2001:db8::/64","notReadyWhenFull":true`)
 	d := netDir(dir)
 	is.NoErr(os.MkdirAll(d, 0o755))
 	a := netip.MustParseAddr("2001:db8::2")

@@ -19,7 +19,10 @@ type Config struct {
 	CNIVersion string
 	DataDir    string // "" means defaultDataDir
 	ResolvConf string
-	Routes     []*cni.Route
+	// NotReadyWhenFull makes STATUS answer code 50 when some range set has
+	// no free address (status.go says why that is not the default).
+	NotReadyWhenFull bool
+	Routes           []*cni.Route
 	// Ranges is the assembled list: runtimeConfig.ipRanges, then the
 	// legacy single range, then ipam.ranges. Its indexes key the
 	// last_reserved_ip.<i> files.
@@ -61,6 +64,8 @@ type wireIPAM struct {
 	DataDir    string         `json:"dataDir"`
 	ResolvConf string         `json:"resolvConf"`
 	Ranges     []wireRangeSet `json:"ranges"`
+	// NotReadyWhenFull is ours (the reference has no STATUS handler).
+	NotReadyWhenFull bool `json:"notReadyWhenFull"`
 }
 
 type wireRangeSet []wireRange
@@ -89,6 +94,8 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 		CNIVersion: n.CNIVersion,
 		DataDir:    n.IPAM.DataDir,
 		ResolvConf: n.IPAM.ResolvConf,
+
+		NotReadyWhenFull: n.IPAM.NotReadyWhenFull,
 	}
 	for _, r := range n.IPAM.Routes {
 		if r != nil {

@@ -55,6 +55,9 @@ func TestValidate(t *testing.T) {
 			`ipam.routes[0]: invalid CIDR address: nope: write "dst" as a CIDR and "gw" as an address, e.g. {"dst": "0.0.0.0/0", "gw": "10.22.0.1"}`},
 		{"type error", conf(`,"subnet":"10.0.0.0/24","routes":[{"dst":"0.0.0.0/0","mtu":"x"}]`),
 			`ipam.routes.mtu: json: cannot unmarshal string into Go struct field wireIPAM.ipam.routes.mtu of type int`},
+		{"notReadyWhenFull", conf(`,"subnet":"10.0.0.0/24","notReadyWhenFull":true`), ""},
+		{"notReadyWhenFull not a bool", conf(`,"subnet":"10.0.0.0/24","notReadyWhenFull":"yes"`),
+			`ipam.notReadyWhenFull: json: cannot unmarshal string into Go struct field wireIPAM.ipam.notReadyWhenFull of type bool`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
