@@ -34,6 +34,8 @@ import (
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
 //	BENCH_EXECS     VERSION execs per plugin name for the exec floor (default 50; the
 //	                baseline's loopback runs as often per name)
+//	BENCH_STATUS    STATUS calls per network and implementation (default 100)
+//	BENCH_STATUS_FILL  reservations in host-local's store for the STATUS runs that say so (default 1000)
 //	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -175,6 +177,11 @@ func TestBench(t *testing.T) {
 		t.Fatalf("exec floor: %v", err)
 	}
 	fl.print()
+	if wanted("status") {
+		if err := statusBench(impls, knob("BENCH_STATUS", 100), knob("BENCH_STATUS_FILL", 1000)); err != nil {
+			t.Errorf("STATUS: %v", err)
+		}
+	}
 	fmt.Println()
 
 	results := map[string]map[string]stats{}
