@@ -300,11 +300,16 @@ func cmdGC(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if list.DisableGC {
+		fmt.Fprintf(stderr, "nftcni: gc: %s: the network sets disableGC: nothing is deleted or collected\n", list.Name)
+		return nil
+	}
 	atts, err := env.runtime.GetCachedAttachments("")
 	if err != nil {
 		return fmt.Errorf("reading the result cache: %w", err)
 	}
 	valid := []cni.Attachment{}
+	stale := 0
 	for _, a := range atts {
 		if a.Network != list.Name {
 			continue
@@ -312,11 +317,31 @@ func cmdGC(args []string, stderr io.Writer) error {
 		state, why := netns.Probe(a.NetNS)
 		if state == netns.Gone {
 			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, why)
+			stale++
 			continue
 		}
 		valid = append(valid, cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
 	}
+	fmt.Fprintln(stderr, gcPlan(list, len(valid), stale))
 	return env.runtime.GCNetworkList(context.Background(), list, &cniruntime.GCArgs{ValidAttachments: valid})
+}
+
+// gcPlan says what gc is about to do: how many cached attachments stay
+// and go, and what the plugins are told. Plugins get the valid list
+// always, never none: a GC without a list means "release everything" to
+// some plugins (the reference's host-local since v1.10.0).
+func gcPlan(list *cniruntime.NetworkConfigList, valid, stale int) string {
+	plural := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	plan := fmt.Sprintf("nftcni: gc: %s: keeping %s (namespace present), deleting %d", list.Name, plural(valid, "cached attachment"), stale)
+	if ok, err := cni.GreaterThanOrEqual(list.CNIVersion, "1.1.0"); err != nil || !ok {
+		return plan + fmt.Sprintf("; cniVersion %s has no GC command, so plugins release nothing else", list.CNIVersion)
+	}
+	return plan + fmt.Sprintf("; then every plugin gets the list of the %d kept and releases what it holds for any other attachment of the network", valid)
 }
 
 func cmdStatus(args []string) error {

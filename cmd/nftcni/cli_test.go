@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -444,6 +445,10 @@ func TestGC(t *testing.T) {
 	if !strings.Contains(out.stderr, "deleting stale attachment "+goneID+" eth0") || strings.Contains(out.stderr, keepID) {
 		t.Errorf("gc stderr %q", out.stderr)
 	}
+	// It says what it does, and that plugins get a list (never none).
+	if want := "nftcni: gc: chain: keeping 1 cached attachment (namespace present), deleting 1; then every plugin gets the list of the 1 kept and releases what it holds for any other attachment of the network\n"; !strings.HasSuffix(out.stderr, want) {
+		t.Errorf("gc stderr %q, want it to end with %q", out.stderr, want)
+	}
 	entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results"))
 	if len(entries) != 1 || entries[0].Name() != "chain-"+keepID+"-eth0" {
 		t.Errorf("cache after gc: %v", entries)
@@ -530,5 +535,21 @@ func TestParseCNIArgs(t *testing.T) {
 	}
 	if id := cnitoolContainerID("/var/run/netns/testing"); !strings.HasPrefix(id, "cnitool-") || len(id) != len("cnitool-")+20 {
 		t.Errorf("container ID %q", id)
+	}
+}
+
+// TestGCPlan: what gc says before it acts, per network version.
+func TestGCPlan(t *testing.T) {
+	for _, tc := range []struct {
+		version      string
+		valid, stale int
+		want         string
+	}{
+		{"1.1.0", 0, 2, "nftcni: gc: n: keeping 0 cached attachments (namespace present), deleting 2; then every plugin gets the list of the 0 kept and releases what it holds for any other attachment of the network"},
+		{"1.0.0", 3, 0, "nftcni: gc: n: keeping 3 cached attachments (namespace present), deleting 0; cniVersion 1.0.0 has no GC command, so plugins release nothing else"},
+	} {
+		if got := gcPlan(&cniruntime.NetworkConfigList{Name: "n", CNIVersion: tc.version}, tc.valid, tc.stale); got != tc.want {
+			t.Errorf("gcPlan(%s, %d, %d) = %q, want %q", tc.version, tc.valid, tc.stale, got, tc.want)
+		}
 	}
 }

@@ -277,9 +277,13 @@ func (w wireRange) canonicalize(path string) (Range, error) {
 	r := Range{Subnet: network, Gateway: toAddr(w.Gateway)}
 	if !r.Gateway.IsValid() {
 		r.Gateway = ip.Next()
+	} else if !network.Contains(r.Gateway) {
+		return bad("gateway", fmt.Errorf("gateway %s not in network %s", r.Gateway, network),
+			fmt.Sprintf("the gateway must lie in the subnet, or leave it out for %s", ip.Next()))
 	}
-	// rangeStart is checked against an explicit rangeEnd only (like the
-	// reference, which has not defaulted the end yet at this point).
+	// rangeStart is checked against an explicit rangeEnd here (like the
+	// reference, which has not defaulted the end yet at this point), and
+	// against the defaulted one at the end.
 	r.RangeEnd = toAddr(w.RangeEnd)
 	if start := toAddr(w.RangeStart); start.IsValid() {
 		r.RangeStart = start
@@ -297,6 +301,12 @@ func (w wireRange) canonicalize(path string) (Range, error) {
 		}
 	} else {
 		r.RangeEnd = lastAddr(network)
+	}
+	// Only now, with rangeEnd defaulted, can an explicit rangeStart be
+	// past it (the broadcast address of an IPv4 subnet, say).
+	if r.RangeEnd.Less(r.RangeStart) {
+		return bad("rangeStart", fmt.Errorf("RangeStart %s is after RangeEnd %s in network %s", r.RangeStart, r.RangeEnd, network),
+			fmt.Sprintf("rangeStart must lie at or before rangeEnd (without rangeEnd: at or before %s)", lastAddr(network)))
 	}
 	return r, nil
 }
