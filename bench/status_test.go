@@ -94,7 +94,7 @@ func statusBench(impls []impl, n, fill int) error {
 		for _, s := range sides {
 			cpu := pct(s.cpus, 50)
 			fmt.Printf("  %-52s %-9s %9s %9s %14s\n", c.name, s.im.name, ms(pct(s.lat, 50)), ms(cpu),
-				fmt.Sprintf("%.2fs", (cpu * time.Duration(time.Hour/(5*time.Second))).Seconds()))
+				fmt.Sprintf("%.2fs", (cpu*time.Duration(time.Hour/(5*time.Second))).Seconds()))
 		}
 	}
 	return nil

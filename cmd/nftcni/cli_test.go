@@ -500,6 +500,10 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"status", "-host-netns", missingNS, "lo"}, nil, 1, "nftcni: host netns: "},
 		{[]string{"add", "lo", "/proc/self/ns/net"}, []string{"CNI_IFNAME=waytoolonginterfacename"}, 1,
 			`nftcni: plugin type="loopback" failed (add): interface name is too long; interface name should be less than 16 characters (CNI error code 4)` + "\n"},
+		// The caller's trace context reaches the plugin, whose error names the trace.
+		// (DEL: the runtime checks ADD's interface name before any plugin runs.)
+		{[]string{"del", "lo", missingNS}, []string{"CNI_IFNAME=waytoolonginterfacename", "TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, 1,
+			`nftcni: plugin type="loopback" failed (delete): interface name is too long (trace_id=4bf92f3577b34da6a3ce929d0e0e4736); interface name should be less than 16 characters (CNI error code 4)` + "\n"},
 		{[]string{"run", "--ifname-prefix", "averyverylongname", "--net", "lo", "--", "true"}, nil, 1, "longer than 15 bytes"},
 	} {
 		c.extra = tc.env
