@@ -43,15 +43,24 @@ type rtEnv struct {
 type commonFlags struct {
 	cacheDir  *string
 	hostNetns *string
+	ifname    *string
 }
 
 func addCommonFlags(fs *flag.FlagSet) commonFlags {
-	return commonFlags{
+	f := commonFlags{
 		cacheDir: fs.String("cache-dir", os.Getenv(envCacheDir),
 			"result cache base directory (default $"+envCacheDir+" or "+cniruntime.DefaultCacheDir+")"),
 		hostNetns: fs.String("host-netns", "",
 			"run the plugins inside this network namespace instead of the current one"),
 	}
+	return f
+}
+
+// addIfnameFlag adds cnitool's -i/-ifname (v1.3.1) to the commands that
+// attach one interface (run names its interfaces with -ifname-prefix).
+func addIfnameFlag(fs *flag.FlagSet, f *commonFlags) {
+	f.ifname = fs.String("ifname", "", "interface name (default $"+envCNIIfname+" or eth0)")
+	fs.StringVar(f.ifname, "i", "", "short for -ifname")
 }
 
 // loadEnv reads the environment the way cnitool does, with our defaults
@@ -61,6 +70,9 @@ func loadEnv(f commonFlags) (*rtEnv, error) {
 	e := &rtEnv{confDir: os.Getenv(envNetConfPath), ifname: os.Getenv(envCNIIfname)}
 	if e.confDir == "" {
 		e.confDir = cniruntime.DefaultConfDir
+	}
+	if f.ifname != nil && *f.ifname != "" {
+		e.ifname = *f.ifname
 	}
 	if e.ifname == "" {
 		e.ifname = "eth0"
@@ -149,12 +161,13 @@ type attachArgs struct {
 func parseAttach(cmd string, args []string, needNetns bool, extra func(*flag.FlagSet), usage string) (*attachArgs, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	common := addCommonFlags(fs)
+	addIfnameFlag(fs, &common)
 	cid := fs.String("container-id", "", "container ID (default: derived from the netns path, as cnitool does)")
 	if extra != nil {
 		extra(fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID]%s <network> <netns>\n", cmd, usage)
+		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID] [-i IFNAME]%s <network> <netns>\n", cmd, usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -557,3 +557,30 @@ func TestGCPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestIfnameFlag: -i (and -ifname), cnitool's since v1.3.1, name the
+// interface instead of CNI_IFNAME; the attachment is cached under it, and
+// check and del find it by it.
+func TestIfnameFlag(t *testing.T) {
+	privtest.Require(t)
+	c := newCLI(t)
+	c.conf("10-lo.conflist", loConf)
+	ns := privtest.NewNS(t)
+	c.extra = []string{"CNI_IFNAME=eth0"}
+	if out := c.run("add", "-i", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Fatalf("add -i eth7: %d %s", out.status, out.stderr)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results"))
+	if want := "lo-" + cnitoolContainerID(ns.Path()) + "-eth7"; len(entries) != 1 || entries[0].Name() != want {
+		t.Fatalf("cache after add -i eth7: %v, want %s", entries, want)
+	}
+	if out := c.run("check", "-ifname", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Errorf("check -ifname eth7: %d %s", out.status, out.stderr)
+	}
+	if out := c.run("del", "-i", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Errorf("del -i eth7: %d %s", out.status, out.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results")); len(entries) != 0 {
+		t.Errorf("cache after del -i eth7: %v", entries)
+	}
+}
