@@ -98,16 +98,9 @@ func (s *store) tryLock() error {
 // removes nothing, so it needs no lock.
 func (s *store) peek() (listing, error) {
 	var l listing
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(s.dirFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	ents, err := s.entries()
 	if err != nil {
-		return l, &os.PathError{Op: "open", Path: s.dir, Err: err}
-	}
-	ents, err := readDir(fd)
-	unix.Close(fd)
-	if err != nil {
-		return l, &os.PathError{Op: "readdirent", Path: s.dir, Err: err}
+		return l, err
 	}
 	for _, d := range ents {
 		if a, ok := parseFileName(d.name); ok {
