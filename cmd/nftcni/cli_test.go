@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
@@ -127,23 +128,28 @@ type cliEnv struct {
 	// hostNS, when set, is given to every runtime command as -host-netns,
 	// so the plugins run in a throwaway namespace, never the machine's.
 	hostNS string
+	host   *netns.NS // hostNS, open
+	// recDir holds the attachment records (package attachrec) of the
+	// test's plugins and commands.
+	recDir string
 }
 
 func newCLI(t *testing.T) *cliEnv {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cliEnv{t: t, bin: nftcniBin(t), confDir: filepath.Join(dir, "net.d"),
-		cacheDir: filepath.Join(dir, "cache"), nsDir: filepath.Join(dir, "netns")}
+		cacheDir: filepath.Join(dir, "cache"), nsDir: filepath.Join(dir, "netns"), recDir: filepath.Join(dir, "records")}
 	if err := os.MkdirAll(c.confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if os.Geteuid() == 0 {
-		c.hostNS = privtest.NewNS(t).Path()
+		c.host = privtest.NewNS(t)
+		c.hostNS = c.host.Path()
 	}
 	return c
 }
 
-var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true}
+var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true, "list": true}
 
 func (c *cliEnv) conf(name, content string) {
 	c.t.Helper()
@@ -167,6 +173,7 @@ func (c *cliEnv) command(args ...string) *exec.Cmd {
 		"CNI_PATH="+c.bin,
 		"NFTCNI_CACHE_DIR="+c.cacheDir,
 		"NFTCNI_NETNS_DIR="+c.nsDir,
+		attachrec.EnvDir+"="+c.recDir,
 		"CNI_IFNAME=", "CNI_ARGS=", "CAP_ARGS=",
 	)
 	cmd.Env = append(cmd.Env, c.extra...)
@@ -446,7 +453,7 @@ func TestGC(t *testing.T) {
 		t.Errorf("gc stderr %q", out.stderr)
 	}
 	// It says what it does, and that plugins get a list (never none).
-	if want := "nftcni: gc: chain: keeping 1 cached attachment (namespace present), deleting 1; then every plugin gets the list of the 1 kept and releases what it holds for any other attachment of the network\n"; !strings.HasSuffix(out.stderr, want) {
+	if want := "nftcni: gc: chain: keeping 1 attachment (namespace present), deleting 1; then every plugin gets the list of the 1 kept and releases what it holds for any other attachment of the network\n"; !strings.HasSuffix(out.stderr, want) {
 		t.Errorf("gc stderr %q, want it to end with %q", out.stderr, want)
 	}
 	entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results"))
@@ -549,8 +556,8 @@ func TestGCPlan(t *testing.T) {
 		valid, stale int
 		want         string
 	}{
-		{"1.1.0", 0, 2, "nftcni: gc: n: keeping 0 cached attachments (namespace present), deleting 2; then every plugin gets the list of the 0 kept and releases what it holds for any other attachment of the network"},
-		{"1.0.0", 3, 0, "nftcni: gc: n: keeping 3 cached attachments (namespace present), deleting 0; cniVersion 1.0.0 has no GC command, so plugins release nothing else"},
+		{"1.1.0", 0, 2, "nftcni: gc: n: keeping 0 attachments (namespace present), deleting 2; then every plugin gets the list of the 0 kept and releases what it holds for any other attachment of the network"},
+		{"1.0.0", 3, 0, "nftcni: gc: n: keeping 3 attachments (namespace present), deleting 0; cniVersion 1.0.0 has no GC command, so plugins release nothing else"},
 	} {
 		if got := gcPlan(&cniruntime.NetworkConfigList{Name: "n", CNIVersion: tc.version}, tc.valid, tc.stale); got != tc.want {
 			t.Errorf("gcPlan(%s, %d, %d) = %q, want %q", tc.version, tc.valid, tc.stale, got, tc.want)
