@@ -12,7 +12,9 @@
 #                  the bench's baseline, built from the Go module proxy into REFDIR (default
 #                  .cache/reference/<version>); tests and comparisons only, never installed
 #                  (BASELINE_CNI_PATH=$(REFDIR) make bench). ARCH=arm64 on an amd64 host
-#                  builds them for that vmtest guest as well, into REFDIR/arm64
+#                  builds them for that vmtest guest as well, into REFDIR/arm64.
+#                  REFERENCE_VERSION=v1.9.1 builds the previous release (users may still run
+#                  it), as does make reference-previous (into PREVIOUS_REFDIR)
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
@@ -41,9 +43,15 @@ PKGS     ?= ./...
 # The reference plugins the differential suite (differential/) compares
 # with: every plugin of containernetworking/plugins, built with
 # CGO_ENABLED=0 go install from the Go module proxy. The tests find them
-# through NFTCNI_REFERENCE_DIR, which test and vmtest set.
-REFERENCE_VERSION ?= v1.9.1
+# through NFTCNI_REFERENCE_DIR, which test and vmtest set. The newest
+# release is the oracle; PREVIOUS_VERSION is the one before, which users
+# may still run and switch from (make reference-previous builds it into
+# PREVIOUS_REFDIR, and make test hands that directory to the tests as
+# NFTCNI_REFERENCE_PREVIOUS_DIR whether or not it was built).
+REFERENCE_VERSION ?= v1.10.0
 REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
+PREVIOUS_VERSION ?= v1.9.1
+PREVIOUS_REFDIR  ?= .cache/reference/$(PREVIOUS_VERSION)
 # GUEST_REFDIR: the reference plugins for vmtest's guest (ARCH=, default
 # the host's architecture), which make vmtest ships to it.
 HOST_GOARCH := $(shell $(GO) env GOARCH)
@@ -61,7 +69,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # carry it (README, "Size").
 SIZE_LIMIT ?= 10100000
 
-.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference reference-previous
 
 all: build
 
@@ -74,7 +82,8 @@ install: build
 
 test: reference
 	@./scripts/test-deps test
-	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) NFTCNI_REFERENCE_PREVIOUS_DIR=$(abspath $(PREVIOUS_REFDIR)) \
+		$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 # Run outside the module (cd /), so that go install builds the reference's
 # own module graph; stripped, as the vmtest guest carries them. Up to date,
@@ -96,6 +105,10 @@ ifneq ($(GUEST_REFDIR),$(REFDIR))
 		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
 	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
 endif
+
+# The previous release, the same way (and for a vmtest guest of ARCH too).
+reference-previous:
+	@$(MAKE) --no-print-directory reference REFERENCE_VERSION=$(PREVIOUS_VERSION) REFDIR=$(PREVIOUS_REFDIR)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

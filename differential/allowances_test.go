@@ -51,12 +51,13 @@ const (
 	macvlanDoc   = "plugins/macvlan/README.md"
 	ipvlanDoc    = "plugins/ipvlan/README.md"
 	dummyDoc     = "plugins/dummy/README.md"
+	sbrDoc       = "plugins/sbr/README.md"
 )
 
 // Scenario groups: those whose chain starts with a bridge, with a ptp,
 // with host-device.
 const (
-	bridgeHeaded  = `bridge/.*|portmap/.*|firewall/(bridge.*|ingressPolicy.*|under a FORWARD drop policy)|sbr/bridge.*|dhcp/.*bridge.*`
+	bridgeHeaded  = `bridge/.*|portmap/.*|firewall/(bridge.*|ingressPolicy.*|under a FORWARD drop policy)|sbr/(bridge.*|gateways.*|addSourceHints)|dhcp/.*bridge.*`
 	hostDevHeaded = `hostdevice/.*|dhcp/lease (on host-device|0.4.0.*)`
 )
 
@@ -273,6 +274,24 @@ var allowances = []allowance{
 		key:    `after DEL files (dir ipam|dir ipam/diffnet|file ipam/diffnet/lock)`,
 		doc:    "else DEL fails (and never reaches IPAM)",
 		reason: "our DEL reaches host-local, which makes its store"},
+
+	// sbr
+	{readme: sbrDoc, scenario: `sbr/gateways, two of a family`,
+		key:    `answer ADD ctr|output sbr ADD \.code`,
+		doc:    "code 7 in ADD and CHECK, with or without `table`",
+		reason: "a bad gateways list is a config error"},
+	{readme: sbrDoc, scenario: `sbr/gateways`,
+		key:    `after ADD ctr route 10[01] unicast default6? tos 0 metric \d* dev eth0 gateway`,
+		doc:    "the configured gateway's default route stays",
+		reason: "the reference's copy of the main table's default route replaced the configured gateway's"},
+	{readme: sbrDoc, scenario: `sbr/addSourceHints`,
+		key:    `after ADD ctr route main unicast 10\.22\.0\.0/24 tos 0 metric  dev eth0 proto`,
+		doc:    "the hint is set in place and the route keeps its protocol (`kernel`)",
+		reason: "the connected route stays the kernel's"},
+	{readme: sbrDoc, scenario: `sbr/addSourceHints`, only: "reference",
+		key:    `after ADD ctr route main unicast fe80::<iid>/64 tos 0 metric 256 dev eth0`,
+		doc:    "link-local destinations stay reachable through the main table",
+		reason: "the reference removes every IPv6 route of the interface from main"},
 
 	// vrf
 	{readme: vrfDoc, scenario: `vrf/no vrfname`,
