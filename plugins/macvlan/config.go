@@ -92,6 +92,17 @@ func modeFromString(s string) (netlinkx.MacvlanMode, error) {
 	return 0, fmt.Errorf("unknown macvlan mode: %q", s)
 }
 
+// modeName is the config's name of a mode the kernel reports, for CHECK's
+// mismatch message. A mode no config can ask for (source, or one a later
+// kernel adds) is an error naming its number, as the reference words it.
+func modeName(m netlinkx.MacvlanMode) (string, error) {
+	switch m {
+	case netlinkx.MacvlanBridge, netlinkx.MacvlanPrivate, netlinkx.MacvlanVEPA, netlinkx.MacvlanPassthru:
+		return m.String(), nil
+	}
+	return "", fmt.Errorf("unknown macvlan mode: %d", uint32(m))
+}
+
 // master resolves and looks up the lower device in h's namespace and
 // checks the configured MTU against it. Messages as the reference's: a
 // missing master is the bare `Link not found`.
