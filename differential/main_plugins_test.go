@@ -1,10 +1,12 @@
 package differential
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 )
 
@@ -131,6 +133,36 @@ func parent(t *testing.T, s *side) {
 
 var peerOnLower = netip.MustParseAddr("10.22.0.254")
 
+// vlanPeer gives the host a trunk for vlan to sit on: lower0, one end of
+// a veth pair whose other end, trunk0, is in "out" (not compared) with a
+// VLAN 100 link named eth0 on it (the container's name, so that a zoned
+// link-local address means the same link on both ends). Its MAC is fixed,
+// so its link-local address is vlanPeerLL on both sides.
+func vlanPeer(t *testing.T, s *side) {
+	t.Helper()
+	out := s.newNS("out")
+	h, oh := s.h["host"], s.h["out"]
+	plugintest.Must(t, h.AddVeth(netlinkx.VethSpec{Name: "lower0", PeerName: "trunk0", PeerNS: out}))
+	plugintest.Must(t, h.SetUp("lower0"))
+	plugintest.Must(t, oh.SetUp("trunk0"))
+	plugintest.Must(t, oh.AddVlan(netlinkx.VlanSpec{ChildSpec: netlinkx.ChildSpec{Name: "eth0",
+		Parent: plugintest.MustLink(t, oh, "trunk0").Index, MAC: []byte{0x02, 0x00, 0x00, 0x22, 0x01, 0xfe}}, ID: 100}))
+	plugintest.Must(t, oh.SetUp("eth0"))
+}
+
+// vlanPeerLL is the link-local address of vlanPeer's VLAN link (EUI-64 of
+// 02:00:00:22:01:fe).
+var vlanPeerLL = netip.MustParseAddr("fe80::ff:fe22:1fe%eth0")
+
+// udpTrip says whether a UDP round trip from one role's namespace to dst,
+// served in another's, completes.
+func udpTrip(t *testing.T, s *side, from, to string, dst netip.Addr) string {
+	if privtest.UDPRoundTrip(t, s.ns[from], s.ns[to], dst) {
+		return fmt.Sprintf("udp %s→%s: echoed", from, dst)
+	}
+	return fmt.Sprintf("udp %s→%s: none", from, dst)
+}
+
 func macvlanScenarios() []*scenario {
 	mv := func(extra string) string { return `{"type":"macvlan","master":"lower0"` + extra + `}` }
 	return []*scenario{
@@ -186,6 +218,11 @@ func vlanScenarios() []*scenario {
 			conf: conflist("1.0.0", `{"type":"vlan","master":"lower0","vlanId":5000,"ipam":`+hostLocal(v4, "")+`}`)},
 		{name: "mtu above master", plugin: "vlan", kinds: []string{"vlan"}, setup: parent,
 			conf: conflist("1.0.0", `{"type":"vlan","master":"lower0","vlanId":8,"mtu":9000,"ipam":`+hostLocal(v4, "")+`}`)},
+		{name: "layer 2", plugin: "vlan", kinds: []string{"vlan"}, setup: vlanPeer,
+			conf: conflist("1.1.0", `{"type":"vlan","master":"lower0","vlanId":100,"dns":{"nameservers":["10.22.1.1"]}}`),
+			probe: func(t *testing.T, s *side) string {
+				return udpTrip(t, s, "ctr", "out", vlanPeerLL)
+			}},
 	}
 }
 
