@@ -78,7 +78,7 @@ var allowances = []allowance{
 		reason: "neighbours learn the address at once"},
 	{readme: bridgeDoc, scenario: `bridge/(layer 2|vlanTrunk)`,
 		key:    `answer CHECK ctr|output bridge CHECK (exit|\.code)`,
-		doc:    "CHECK without IPAM (layer 2) | always fails (`no plugin name provided`)",
+		doc:    "CHECK without IPAM (layer 2) | v1.9.1: always fails (`no plugin name provided`)",
 		reason: "layer-2 configs are valid"},
 	{readme: bridgeDoc, scenario: `bridge/vlan`,
 		key:    `output bridge ADD \.interfaces\[\d+\]\.mac|after (ADD|DEL) host (link (cni0|<veth\d+>) mac|addr (cni0|<veth\d+>) fe80::.*|fdb (cni0|<veth\d+>) .*|route local local fe80::.*)`,
