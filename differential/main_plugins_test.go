@@ -2,6 +2,7 @@ package differential
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 
@@ -71,6 +72,41 @@ func bridgeScenarios() []*scenario {
 				plugintest.Must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "cni0"}))
 				plugintest.Must(t, h.AddAddr("cni0", netip.MustParsePrefix("10.22.0.9/24"), netlinkx.AddrOpts{NoDAD: true}))
 				plugintest.Must(t, h.SetUp("cni0"))
+			}},
+		{name: "existing bridge that lost its ports", plugin: "bridge",
+			conf: conflist("1.0.0", br(`,"isGateway":true,"ipam":`+hostLocal(v4, ""))),
+			setup: func(t *testing.T, s *side) {
+				// Never pinned, its last port gone: the kernel zeroed its MAC.
+				h := s.h["host"]
+				plugintest.Must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "cni0"}))
+				plugintest.Must(t, h.AddVeth(netlinkx.VethSpec{Name: "tmp0", PeerName: "tmp1"}))
+				plugintest.Must(t, h.SetMaster("tmp0", "cni0"))
+				plugintest.Must(t, h.DeleteLink("tmp0"))
+			},
+			probe: func(t *testing.T, s *side) string { return ping(t, s, "ctr", gateway4) }},
+		{name: "existing bridge with the gateway address", plugin: "bridge",
+			conf: conflist("1.0.0", br(`,"isGateway":true,"ipam":`+hostLocal(v4, ""))),
+			setup: func(t *testing.T, s *side) {
+				// An administrator's bridge: the gateway address, a port,
+				// its MAC never set (it follows the port's).
+				h := s.h["host"]
+				plugintest.Must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "cni0"}))
+				plugintest.Must(t, h.AddVeth(netlinkx.VethSpec{Name: "adm0", PeerName: "adm1"}))
+				plugintest.Must(t, h.SetMAC("adm0", net.HardwareAddr{0x02, 0, 0, 0, 0, 0x50}))
+				plugintest.Must(t, h.SetMaster("adm0", "cni0"))
+				plugintest.Must(t, h.AddAddr("cni0", netip.MustParsePrefix("10.22.0.1/24"), netlinkx.AddrOpts{NoDAD: true}))
+				plugintest.Must(t, h.SetUp("cni0"))
+			},
+			// Port churn after ADD: a lower MAC joins, the port whose MAC
+			// the bridge had leaves. CHECK (next) compares the bridge's
+			// MAC with the result's.
+			probe: func(t *testing.T, s *side) string {
+				h := s.h["host"]
+				plugintest.Must(t, h.AddVeth(netlinkx.VethSpec{Name: "low0", PeerName: "low1"}))
+				plugintest.Must(t, h.SetMAC("low0", net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}))
+				plugintest.Must(t, h.SetMaster("low0", "cni0"))
+				plugintest.Must(t, h.DeleteLink("adm0"))
+				return "bridge MAC after churn " + plugintest.MustLink(t, h, "cni0").MAC.String() + "; " + ping(t, s, "ctr", gateway4)
 			}},
 		{name: "vlan", plugin: "bridge", vlanFiltering: true,
 			conf: conflist("1.0.0", br(`,"vlan":100,"isGateway":true,"ipam":`+hostLocal(v4, "")))},

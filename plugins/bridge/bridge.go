@@ -83,6 +83,19 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
+	// A bridge whose last port left before it was ever pinned has the zero
+	// MAC: it would take this ADD's port's MAC when the port joins, and
+	// derive its IPv6 link-local address from that if its carrier comes
+	// back before ensureAddr pins it (when depends on the kernel's link
+	// watch). A gateway bridge gets its random MAC (pinMAC) before the port
+	// joins instead, so its link-local address is always its own.
+	if conf.IsGW && conf.isL3() && isZeroMAC(br.MAC) {
+		if err := pinMAC(hh, &br); err != nil {
+			return nil, err
+		}
+		brIface.Mac = br.MAC.String()
+	}
+
 	hostVeth, contIface, err := setupVeth(hh, hc, add.HostNS, a.IfName, conf.MTU, mac)
 	if err != nil {
 		return nil, err
