@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
@@ -276,8 +279,65 @@ func device(t *testing.T, s *side) {
 	plugintest.Must(t, s.h["out"].SetUp("eth0"))
 }
 
+// cloudDevice is device, with what a cloud VM's extra NIC comes with on
+// the host: addresses, routes in main and in a table of its own, a
+// source-address rule to that table, and routes and rules that must not
+// follow it into a container (an RA-learned route, rules for another
+// source or a table without its routes). "out" holds the addresses the
+// routes lead to. (No IPv6 route with a preferred source: the reference
+// fails to copy one while the address is tentative, which it is until the
+// moved link's carrier is back, even without DAD; plugins/hostdevice's
+// TestInterfaceNetwork shows ours copies it.)
+func cloudDevice(t *testing.T, s *side) {
+	t.Helper()
+	device(t, s)
+	h, o := s.h["host"], s.h["out"]
+	pfx := netip.MustParsePrefix
+	for _, a := range []string{"10.22.0.5/24", "fd22::5/64"} {
+		plugintest.Must(t, h.AddAddr("dev0", pfx(a), netlinkx.AddrOpts{NoDAD: true}))
+	}
+	for _, a := range []string{"fd22::254/64", "10.50.0.1/32", "10.60.0.1/32", "fd22:50::1/128"} {
+		plugintest.Must(t, o.AddAddr("eth0", pfx(a), netlinkx.AddrOpts{NoDAD: true}))
+	}
+	idx := plugintest.MustLink(t, h, "dev0").Index
+	gw, gw6 := peerOnLower, netip.MustParseAddr("fd22::254")
+	for _, r := range []netlinkx.Route{
+		{Dst: pfx("10.60.0.0/16"), Gw: gw, Protocol: unix.RTPROT_DHCP, Priority: 100},
+		{Dst: pfx("10.22.1.1/32"), Protocol: unix.RTPROT_STATIC, Scope: unix.RT_SCOPE_LINK},
+		{Dst: pfx("fd22:50::/64"), Gw: gw6},
+		{Dst: pfx("fd22:60::/64"), Gw: gw6, Protocol: unix.RTPROT_RA},
+		{Dst: pfx("0.0.0.0/0"), Gw: gw, Table: 100},
+	} {
+		r.LinkIndex = idx
+		plugintest.Must(t, h.AddRoute(r))
+	}
+	for _, r := range []netlinkx.Rule{
+		{Src: pfx("10.22.0.5/32"), Table: 100, Priority: 100},
+		{Src: pfx("10.77.0.0/16"), Table: 100, Priority: 102},
+		{Src: pfx("10.22.0.5/32"), Table: 200, Priority: 103},
+	} {
+		plugintest.Must(t, h.AddRule(r))
+	}
+}
+
+// cloudProbe sends from the container with the device's address as
+// source to an address only table 100 reaches (through the copied rule),
+// and without a source to addresses main's copied routes reach.
+func cloudProbe(t *testing.T, s *side) string {
+	src := netip.AddrPortFrom(netip.MustParseAddr("10.22.0.5"), 4242)
+	seen, echoed := privtest.UDPExchange(t, s.ns["ctr"], s.ns["out"], src, netip.MustParseAddr("10.50.0.1"), 3*time.Second)
+	return fmt.Sprintf("udp %s→10.50.0.1: seen %s, echoed %v; ", src, seen, echoed) +
+		udpTrip(t, s, "ctr", "out", netip.MustParseAddr("10.60.0.1")) + "; " +
+		udpTrip(t, s, "ctr", "out", netip.MustParseAddr("fd22:50::1"))
+}
+
 func hostDeviceScenarios() []*scenario {
 	return []*scenario{
+		{name: "useInterfaceNetwork", plugin: "hostdevice", setup: cloudDevice, probe: cloudProbe,
+			conf: conflist("1.1.0", `{"type":"host-device","device":"dev0","useInterfaceNetwork":true}`)},
+		{name: "useInterfaceNetwork with static", plugin: "hostdevice", setup: cloudDevice, probe: cloudProbe,
+			conf: conflist("1.0.0", `{"type":"host-device","device":"dev0","useInterfaceNetwork":true,"dns":{"nameservers":["10.22.0.254"]},
+				"ipam":{"type":"static","addresses":[{"address":"10.22.0.6/24"}],"routes":[{"dst":"10.70.0.0/16","gw":"10.22.0.254"}]}}`)},
 		{name: "by name with static", plugin: "hostdevice", setup: device,
 			conf: conflist("1.0.0", `{"type":"host-device","device":"dev0","ipam":{"type":"static",
 				"addresses":[{"address":"10.22.0.5/24","gateway":"10.22.0.1"}]}}`),
