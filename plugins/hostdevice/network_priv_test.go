@@ -113,6 +113,25 @@ func linkRoutes(t *testing.T, h *netlinkx.Handle, link string) []string {
 	return out
 }
 
+// wantGone checks that a useInterfaceNetwork attachment is gone: the
+// container (hc) has neither the device nor the copied rules, and hd0 is
+// home as it was (wantHome), with the routes it had and the host's rules
+// as they were.
+func (w *world) wantGone(t *testing.T, hc *netlinkx.Handle, mac string, routes, rules []string) {
+	t.Helper()
+	plugintest.WantLinks(t, hc, "lo")
+	if got := ruleStrings(t, hc); len(got) != 0 {
+		t.Errorf("container rules %q", got)
+	}
+	w.wantHome(t, mac)
+	if got := linkRoutes(t, w.th.H, "hd0"); !slices.Equal(got, routes) {
+		t.Errorf("hd0 routes\n%q\nwant\n%q", got, routes)
+	}
+	if got := ruleStrings(t, w.th.H); !slices.Equal(got, rules) {
+		t.Errorf("host rules %q, want %q", got, rules)
+	}
+}
+
 var copiedRules = []string{"100: from 10.9.0.2/32 lookup 100", "101: from 10.9.0.0/24 lookup 100 +selectors"}
 
 // TestInterfaceNetwork: with useInterfaceNetwork the device arrives in the
@@ -172,17 +191,7 @@ func TestInterfaceNetwork(t *testing.T) {
 	del := plugintest.Cmd("DEL", ctr, "uin", plugintest.WithPrev(cfg, out))
 	del.IfName = "net1"
 	w.th.OK(del)
-	plugintest.WantLinks(t, hc, "lo")
-	if got := ruleStrings(t, hc); len(got) != 0 {
-		t.Errorf("container rules after DEL %q", got)
-	}
-	w.wantHome(t, mac)
-	if got := linkRoutes(t, w.th.H, "hd0"); !slices.Equal(got, hostRoutes) {
-		t.Errorf("hd0 routes after DEL\n%q\nwant\n%q", got, hostRoutes)
-	}
-	if got := ruleStrings(t, w.th.H); !slices.Equal(got, hostRules) {
-		t.Errorf("host rules after DEL %q, want %q", got, hostRules)
-	}
+	w.wantGone(t, hc, mac, hostRoutes, hostRules)
 	w.th.OK(del) // again: nothing to do
 }
 
@@ -242,17 +251,7 @@ func TestInterfaceNetworkFailedAdd(t *testing.T) {
 	w.th.FailsWith("ADD", plugintest.Cmd("ADD", ctr, "f", w.conf("1.0.0", `,"device":"hd0","useInterfaceNetwork":true`+
 		plugintest.Static(`[{"dst":"192.168.0.0/16","gw":"10.99.0.1"}]`, "10.9.0.5/24"))),
 		"failed to add route '192.168.0.0/16 via 10.99.0.1 dev eth0 metric 0 (Scope: 0, Table: 0)': network is unreachable")
-	plugintest.WantLinks(t, hc, "lo")
-	if got := ruleStrings(t, hc); len(got) != 0 {
-		t.Errorf("container rules %q", got)
-	}
-	w.wantHome(t, mac)
-	if got := linkRoutes(t, w.th.H, "hd0"); !slices.Equal(got, hostRoutes) {
-		t.Errorf("hd0 routes\n%q\nwant\n%q", got, hostRoutes)
-	}
-	if got := ruleStrings(t, w.th.H); !slices.Equal(got, hostRules) {
-		t.Errorf("host rules %q, want %q", got, hostRules)
-	}
+	w.wantGone(t, hc, mac, hostRoutes, hostRules)
 }
 
 // TestRoutesComeBackWithoutInterfaceNetwork: a plain host-device DEL gives
