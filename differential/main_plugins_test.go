@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,6 +194,21 @@ func vlanPeer(t *testing.T, s *side) {
 // 02:00:00:22:01:fe).
 var vlanPeerLL = netip.MustParseAddr("fe80::ff:fe22:1fe%eth0")
 
+// waitLinkLocal waits (up to 5 s) until link in h's namespace has a
+// usable IPv6 link-local address.
+func waitLinkLocal(t *testing.T, h *netlinkx.Handle, link string) {
+	t.Helper()
+	for range 100 {
+		addrs, err := h.Addrs(link, unix.AF_INET6)
+		plugintest.Must(t, err)
+		if slices.ContainsFunc(addrs, func(a netlinkx.Addr) bool { return a.Prefix.Addr().IsLinkLocalUnicast() && !a.Tentative() }) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s has no usable link-local address after 5 s", link)
+}
+
 // udpTrip says whether a UDP round trip from one role's namespace to dst,
 // served in another's, completes.
 func udpTrip(t *testing.T, s *side, from, to string, dst netip.Addr) string {
@@ -260,6 +276,9 @@ func vlanScenarios() []*scenario {
 		{name: "layer 2", plugin: "vlan", kinds: []string{"vlan"}, setup: vlanPeer,
 			conf: conflist("1.1.0", `{"type":"vlan","master":"lower0","vlanId":100,"dns":{"nameservers":["10.22.1.1"]}}`),
 			probe: func(t *testing.T, s *side) string {
+				// The kernel gives the link its link-local address once
+				// the link is up and has its carrier, a moment after ADD.
+				waitLinkLocal(t, s.h["ctr"], "eth0")
 				return udpTrip(t, s, "ctr", "out", vlanPeerLL)
 			}},
 	}
