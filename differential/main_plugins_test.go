@@ -241,6 +241,18 @@ func macvlanScenarios() []*scenario {
 			conf: conflist("1.0.0", mv(`,"ipam":`+hostLocal(v4, "")))},
 		{name: "bad mode", plugin: "macvlan", setup: parent,
 			conf: conflist("1.0.0", mv(`,"mode":"sideways","ipam":`+hostLocal(v4, "")))},
+		{name: "CHECK of a source-mode macvlan", plugin: "macvlan", setup: parent,
+			conf: conflist("1.0.0", mv(`,"mode":"bridge"`)),
+			// Before CHECK: eth0 becomes a macvlan in a mode no config
+			// names (source), same MAC; CHECK reports its number.
+			probe: func(t *testing.T, s *side) string {
+				h, hc := s.h["host"], s.h["ctr"]
+				mac := plugintest.MustLink(t, hc, "eth0").MAC
+				plugintest.Must(t, hc.DeleteLink("eth0"))
+				plugintest.Must(t, h.AddMacvlan(netlinkx.MacvlanSpec{Mode: netlinkx.MacvlanSource, ChildSpec: netlinkx.ChildSpec{
+					Name: "eth0", Parent: plugintest.MustLink(t, h, "lower0").Index, NS: s.ns["ctr"], MAC: mac}}))
+				return "eth0 replaced by a source-mode macvlan"
+			}},
 	}
 }
 

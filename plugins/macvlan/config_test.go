@@ -70,8 +70,9 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestModeName: CHECK names the container's mode as the config does; a
-// mode no config can ask for is an error with its number (the reference
-// v1.10.0's text; v1.9.1 printed it as a quoted rune, '\x10').
+// mode no config can ask for is an error with the reference v1.10.0's
+// number for it (its netlink library's: source 5, unknown 0; v1.9.1
+// printed that number as a quoted rune, '\x05').
 func TestModeName(t *testing.T) {
 	for m, want := range map[netlinkx.MacvlanMode]string{
 		netlinkx.MacvlanBridge: "bridge", netlinkx.MacvlanPrivate: "private",
@@ -82,7 +83,7 @@ func TestModeName(t *testing.T) {
 		}
 	}
 	for m, want := range map[netlinkx.MacvlanMode]string{
-		netlinkx.MacvlanSource: "unknown macvlan mode: 16", 32: "unknown macvlan mode: 32",
+		netlinkx.MacvlanSource: "unknown macvlan mode: 5", 32: "unknown macvlan mode: 0",
 	} {
 		if _, err := modeName(m); err == nil || err.Error() != want {
 			t.Errorf("%d: %v, want %s", m, err, want)
