@@ -128,6 +128,9 @@ func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetCon
 		if rules, err = hostRules(hh, saved.Addrs, saved.Routes); err != nil {
 			return nil, "", fmt.Errorf("failed to list rules: %w", netlinkx.Cause(err))
 		}
+		// Recorded before they are added, so that a DEL after a crash
+		// in between removes them too.
+		saved.CtrRules = rules
 	}
 	// A state file from before this ADD belongs to a live attachment of
 	// the same container ID and interface name (a repeated ADD): the
@@ -159,15 +162,15 @@ func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetCon
 		return nil, "", fmt.Errorf("failed to find %q in container: %w", a.IfName, netlinkx.Cause(err))
 	}
 	if conf.UseInterfaceNetwork {
-		// The rules this ADD adds are recorded (for DEL) and, should it
-		// fail, removed before the device goes back.
+		// Only the rules this ADD added are removed, by DEL or, should the
+		// ADD fail, by moving the device back (a rule the container had
+		// already stays).
 		added, err := applyNetwork(add.HC, a.IfName, l.Index, &saved, rules)
-		add.Push("copied rules", func() error { return delRules(add.HC, added) })
+		saved.CtrRules = added
 		if err != nil {
 			return nil, "", err
 		}
-		if len(added) > 0 {
-			saved.CtrRules = added
+		if len(added) != len(rules) {
 			if err := writeState(state, saved); err != nil {
 				return nil, "", err
 			}

@@ -278,3 +278,23 @@ func TestRoutesComeBackWithoutInterfaceNetwork(t *testing.T) {
 		t.Errorf("hd0 routes\n%q\nwant\n%q", got, hostRoutes)
 	}
 }
+
+// TestInterfaceNetworkKeepsContainerRules: a rule the container had
+// already (the same as one of the host's) is not the attachment's: DEL
+// leaves it, and removes only the rule ADD added.
+func TestInterfaceNetworkKeepsContainerRules(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "veth")
+	cloudNIC(t, w)
+	ctr, hc := plugintest.NewCtr(t)
+	plugintest.Must(t, hc.AddRule(netlinkx.Rule{Src: netip.MustParsePrefix("10.9.0.2/32"), Table: 100, Priority: 100}))
+	cfg := w.conf("1.0.0", `,"device":"hd0","useInterfaceNetwork":true`)
+	w.th.OK(plugintest.Cmd("ADD", ctr, "k", cfg))
+	if got := ruleStrings(t, hc); !slices.Equal(got, copiedRules) {
+		t.Errorf("container rules %q, want %q", got, copiedRules)
+	}
+	w.th.OK(plugintest.Cmd("DEL", ctr, "k", cfg))
+	if got, want := ruleStrings(t, hc), copiedRules[:1]; !slices.Equal(got, want) {
+		t.Errorf("container rules after DEL %q, want the container's own %q", got, want)
+	}
+}

@@ -34,8 +34,8 @@ type savedDevice struct {
 	// Routes are the device's routes but the kernel's own (hostRoute),
 	// every table, as read (records of older versions have none).
 	Routes []netlinkx.Route `json:"routes,omitempty"`
-	// CtrRules are the policy rules useInterfaceNetwork added in the
-	// container (not those it found there already), which DEL removes.
+	// CtrRules are the policy rules useInterfaceNetwork adds in the
+	// container (not those it finds there already), which DEL removes.
 	CtrRules []netlinkx.Rule `json:"ctrRules,omitempty"`
 }
 
