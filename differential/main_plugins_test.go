@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
@@ -175,9 +174,7 @@ var peerOnLower = netip.MustParseAddr("10.22.0.254")
 
 // vlanPeer gives the host a trunk for vlan to sit on: lower0, one end of
 // a veth pair whose other end, trunk0, is in "out" (not compared) with a
-// VLAN 100 link named eth0 on it (the container's name, so that a zoned
-// link-local address means the same link on both ends). Its MAC is fixed,
-// so its link-local address is vlanPeerLL on both sides.
+// VLAN 100 link on it holding vlanPeer4.
 func vlanPeer(t *testing.T, s *side) {
 	t.Helper()
 	out := s.newNS("out")
@@ -185,29 +182,13 @@ func vlanPeer(t *testing.T, s *side) {
 	plugintest.Must(t, h.AddVeth(netlinkx.VethSpec{Name: "lower0", PeerName: "trunk0", PeerNS: out}))
 	plugintest.Must(t, h.SetUp("lower0"))
 	plugintest.Must(t, oh.SetUp("trunk0"))
-	plugintest.Must(t, oh.AddVlan(netlinkx.VlanSpec{ChildSpec: netlinkx.ChildSpec{Name: "eth0",
-		Parent: plugintest.MustLink(t, oh, "trunk0").Index, MAC: []byte{0x02, 0x00, 0x00, 0x22, 0x01, 0xfe}}, ID: 100}))
-	plugintest.Must(t, oh.SetUp("eth0"))
+	plugintest.Must(t, oh.AddVlan(netlinkx.VlanSpec{ChildSpec: netlinkx.ChildSpec{Name: "trunk0.100",
+		Parent: plugintest.MustLink(t, oh, "trunk0").Index}, ID: 100}))
+	plugintest.Must(t, oh.AddAddr("trunk0.100", vlanPeer4, netlinkx.AddrOpts{}))
+	plugintest.Must(t, oh.SetUp("trunk0.100"))
 }
 
-// vlanPeerLL is the link-local address of vlanPeer's VLAN link (EUI-64 of
-// 02:00:00:22:01:fe).
-var vlanPeerLL = netip.MustParseAddr("fe80::ff:fe22:1fe%eth0")
-
-// waitLinkLocal waits (up to 5 s) until link in h's namespace has a
-// usable IPv6 link-local address.
-func waitLinkLocal(t *testing.T, h *netlinkx.Handle, link string) {
-	t.Helper()
-	for range 100 {
-		addrs, err := h.Addrs(link, unix.AF_INET6)
-		plugintest.Must(t, err)
-		if slices.ContainsFunc(addrs, func(a netlinkx.Addr) bool { return a.Prefix.Addr().IsLinkLocalUnicast() && !a.Tentative() }) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("%s has no usable link-local address after 5 s", link)
-}
+var vlanPeer4 = netip.MustParsePrefix("10.22.1.254/24")
 
 // udpTrip says whether a UDP round trip from one role's namespace to dst,
 // served in another's, completes.
@@ -287,11 +268,11 @@ func vlanScenarios() []*scenario {
 			conf: conflist("1.0.0", `{"type":"vlan","master":"lower0","vlanId":8,"mtu":9000,"ipam":`+hostLocal(v4, "")+`}`)},
 		{name: "layer 2", plugin: "vlan", kinds: []string{"vlan"}, setup: vlanPeer,
 			conf: conflist("1.1.0", `{"type":"vlan","master":"lower0","vlanId":100,"dns":{"nameservers":["10.22.1.1"]}}`),
+			// What the container does next: an address of its own (a
+			// static one, or DHCP's), then traffic over VLAN 100.
 			probe: func(t *testing.T, s *side) string {
-				// The kernel gives the link its link-local address once
-				// the link is up and has its carrier, a moment after ADD.
-				waitLinkLocal(t, s.h["ctr"], "eth0")
-				return udpTrip(t, s, "ctr", "out", vlanPeerLL)
+				plugintest.Must(t, s.h["ctr"].AddAddr("eth0", netip.MustParsePrefix("10.22.1.5/24"), netlinkx.AddrOpts{}))
+				return ping(t, s, "ctr", vlanPeer4.Addr())
 			}},
 	}
 }
