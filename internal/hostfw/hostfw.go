@@ -429,3 +429,28 @@ func Diff(t testing.TB, what, want, got string) {
 		t.Errorf("%s changed, first at line %d:\n  was %s\n  now %s", what, n, a, b)
 	}
 }
+
+// Layout is every table, chain and rule of ns without handles, counters
+// and order, one JSON object per line, sorted: what is there, however and
+// in whatever order it was made. Two namespaces with equal layouts hold
+// the same ruleset as far as a packet can tell, save the order of rules
+// within a chain.
+func Layout(t testing.TB, ns *netns.NS) string {
+	t.Helper()
+	var lines []string
+	for _, obj := range ruleset(t, ns) {
+		for kind, v := range obj {
+			if kind == "metainfo" {
+				continue
+			}
+			delete(v, "handle")
+			b, err := json.Marshal(map[string]any{kind: v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, string(b))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
