@@ -7,6 +7,8 @@
 #                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
 #                  packages (scripts/test-deps: installed with apt-get when run as root and
 #                  missing) and build the reference plugins (make reference)
+#   make reference-switch  the reference plugins the switching tests need, for each of
+#                  SWITCH_VERSIONS (default v1.9.1 v1.10.0), in .cache/reference/<version>
 #   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION), all
 #                  18 Linux plugins, static and stripped), the differential suite's oracle and
 #                  the bench's baseline, built from the Go module proxy into REFDIR (default
@@ -45,6 +47,14 @@ HOST_GOARCH := $(shell $(GO) env GOARCH)
 GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
 GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
 REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+# SWITCH_VERSIONS: the reference releases the switching tests
+# (reliability/upgrade) attach containers with before nftcni takes over;
+# each gets the plugins those tests run, in .cache/reference/<version>
+# (the same directory as REFDIR's for that version), and the tests find
+# them through NFTCNI_REFERENCE_VERSIONS.
+SWITCH_VERSIONS ?= v1.9.1 v1.10.0
+SWITCH_PLUGINS := main/bridge main/ptp ipam/host-local meta/portmap meta/firewall
+switch_dir = .cache/reference/$(1)
 REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
 	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
 	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
@@ -56,7 +66,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # carry it (README, "Size").
 SIZE_LIMIT ?= 10100000
 
-.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference reference-switch
 
 all: build
 
@@ -67,9 +77,11 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test: reference
+test: reference reference-switch
 	@./scripts/test-deps test
-	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) \
+	NFTCNI_REFERENCE_VERSIONS="$(foreach v,$(SWITCH_VERSIONS),$(v)=$(abspath $(call switch_dir,$(v))))" \
+		$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 # Run outside the module (cd /), so that go install builds the reference's
 # own module graph; stripped, as the vmtest guest carries them. Up to date,
@@ -91,6 +103,15 @@ ifneq ($(GUEST_REFDIR),$(REFDIR))
 		$(foreach p,$(REFERENCE_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(REFERENCE_VERSION))
 	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
 endif
+
+# The switching tests' plugins of every SWITCH_VERSIONS release (a second
+# or two when up to date; a version that is REFERENCE_VERSION's already has
+# them).
+reference-switch:
+	@$(foreach v,$(SWITCH_VERSIONS),mkdir -p $(call switch_dir,$(v)) && \
+		echo "reference plugins $(v) for the switching tests in $(call switch_dir,$(v))" && \
+		(cd / && CGO_ENABLED=0 GOBIN=$(abspath $(call switch_dir,$(v))) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(SWITCH_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(v))) &&) true
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -81,8 +81,12 @@ func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
 }
 
 // containerPrefixes are the container's first IPv4 and first IPv6
-// address (containerAddrs) that exist.
+// address (containerAddrs) that exist; none without prevResult (a DEL may
+// come without).
 func containerPrefixes(c *config, a *cni.CmdArgs) []netip.Prefix {
+	if c.prev == nil {
+		return nil
+	}
 	var out []netip.Prefix
 	v4, v6 := containerAddrs(c.prev, a.IfName)
 	for _, p := range []netip.Prefix{v4, v6} {
