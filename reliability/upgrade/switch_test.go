@@ -133,7 +133,7 @@ func newSwitchHost(t *testing.T, rel refRelease, nftBackend, v6 bool, only strin
 		masqBackend, pmBackend = `,"ipMasqBackend":"nftables"`, `,"backend":"nftables"`
 	}
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
-  {"type":"bridge","bridge":"swbr0","isGateway":true,"ipMasq":true%s,
+  {"type":"bridge","bridge":"swbr0","isGateway":true,"ipMasq":true,"macspoofchk":true%s,
    "ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":%q,"rangeStart":%q,"rangeEnd":%q}]],"routes":[{"dst":%q}]}},
   {"type":"portmap","capabilities":{"portMappings":true},"snat":true%s},
   {"type":"firewall"}]}`, s.network, masqBackend, s.dataDir, subnet, start, end, dflt, pmBackend)
@@ -215,14 +215,15 @@ func (s *switchHost) reachable(c *switchCtr, port int) bool {
 // leftovers are the lines of the host's ruleset (iptables-save,
 // ip6tables-save, nft list ruleset) that still name c — its container ID,
 // the chains the reference named after it, its address — sorted by the
-// part they belong to. Read with the iptables and nft programs, not with
-// the code under test.
+// part they belong to (0: a line naming it that is none of the parts').
+// Read with the iptables and nft programs, not with the code under test.
 func (s *switchHost) leftovers(c *switchCtr) map[reference.Part][]string {
 	out := map[reference.Part][]string{}
 	addr := regexp.MustCompile(`(^|[^0-9a-f:.])` + regexp.QuoteMeta(c.addr.String()) + `($|[^0-9a-f:])`)
 	names := map[reference.Part][]string{
 		reference.Masq:    {reference.MasqChain(s.network, c.id), reference.MasqComment(s.network, c.id), "id: " + c.id},
-		reference.Portmap: {reference.DNATChain(s.network, c.id), `comment "` + c.id + `"`},
+		reference.Portmap:    {reference.DNATChain(s.network, c.id), `comment "` + c.id + `"`},
+		reference.SpoofCheck: {"cni-br-iface-" + c.id + "-"},
 	}
 	text := hostfw.IptablesSave(s.t, s.host.NS) + "\n" + hostfw.Run(s.t, s.host.NS, "", "nft", "list", "ruleset")
 	text = strings.ReplaceAll(text, `\"`, `"`) // iptables-save escapes the quotes in comments
@@ -237,8 +238,8 @@ func (s *switchHost) leftovers(c *switchCtr) map[reference.Part][]string {
 		case part != 0:
 		case strings.Contains(line, "CNI-FORWARD") && addr.MatchString(line):
 			part = reference.Firewall
-		case addr.MatchString(line):
-			part = reference.Masq | reference.Portmap | reference.Firewall // someone's, naming its address
+		case addr.MatchString(line) || strings.Contains(line, c.id):
+			part = 0 // someone's, naming its address or ID
 		default:
 			continue
 		}
@@ -354,8 +355,8 @@ func switchToOurs(t *testing.T, rel refRelease, nftBackend, v6 bool) {
 	l.check("4 the reference's masquerade of the container is gone", len(left[reference.Masq]) == 0, left[reference.Masq])
 	l.check("5 the reference's port mapping of the container is gone", len(left[reference.Portmap]) == 0, left[reference.Portmap])
 	l.check("6 the reference's firewall accepts of the container are gone", len(left[reference.Firewall]) == 0, left[reference.Firewall])
-	if rest := left[reference.Masq|reference.Portmap|reference.Firewall]; len(rest) > 0 {
-		t.Errorf("rules naming the container's address %s are left: %q", a.addr, rest)
+	if rest := append(left[reference.SpoofCheck], left[0]...); len(rest) > 0 {
+		t.Errorf("the reference's spoof check, or other rules naming the container (%s, %s), are left: %q", a.id, a.addr, rest)
 	}
 	ours := s.oursLeft(a)
 	l.check("7 nothing of ours is left", len(ours) == 0, ours)
@@ -375,6 +376,30 @@ func switchToOurs(t *testing.T, rel refRelease, nftBackend, v6 bool) {
 	}
 	if k := plugintest.NFTNetwork(t, s.host.NS, s.network); k != 0 {
 		t.Errorf("%d nftables objects of the network left", k)
+	}
+}
+
+// TestSwitchDelNetnsGone: the container's namespace is gone before the
+// runtime's DEL (the container died, the host rebooted): our DEL still
+// removes everything of the reference's, going by the cached result.
+func TestSwitchDelNetnsGone(t *testing.T) {
+	for _, rel := range refReleases(t) {
+		for _, nftBackend := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
+				s := newSwitchHost(t, rel, nftBackend, false, "")
+				ns, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
+				a := &switchCtr{id: "ctr-a", ns: ns, port: 18080}
+				plugintest.Must(t, s.add(s.ref, a))
+				destroy()
+				plugintest.Must(t, s.del(s.ours, a))
+				if left := s.leftovers(a); len(left) > 0 {
+					t.Errorf("left after DEL: %q", left)
+				}
+				if s.reserved(a.addr) {
+					t.Errorf("%s still reserved", a.addr)
+				}
+			})
+		}
 	}
 }
 
