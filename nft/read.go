@@ -222,28 +222,51 @@ func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
 // rules dumps the rules of chain ch in order; a missing table or chain
 // reads as empty.
 func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
+	var out []Rule
+	err := c.eachRule(ch, func(r *Rule, _ netlink.Message) { out = append(out, *r) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachRule dumps the rules of chain ch and calls f for each, in order,
+// with its message; a missing table or chain has none.
+func (c *Conn) eachRule(ch *nftables.Chain, f func(r *Rule, m netlink.Message)) error {
 	msgs, err := c.request(unix.NFT_MSG_GETRULE, byte(ch.Table.Family), netlink.Dump, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
 		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
 	})
 	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
+		return fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
 	}
-	var out []Rule
 	for _, m := range msgs {
 		r, table, chain, err := decodeRule(m)
 		if err != nil {
-			return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
+			return fmt.Errorf("%w (chain %s)", err, ch.Name)
 		}
 		// Kernels filter the dump by table and chain; check anyway.
 		if r != nil && table == ch.Table.Name && chain == ch.Name {
-			out = append(out, *r)
+			f(r, m)
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// ProtoName is a layer-4 protocol as nft prints it (tcp, udp, sctp).
+func ProtoName(p uint8) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	}
+	return fmt.Sprintf("proto-%d", p)
 }
 
 // decodeRule reads handle, comment, table and chain of a NEWRULE message;

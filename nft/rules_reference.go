@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -54,28 +53,14 @@ func (tx *Tx) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return t
 func (c *Conn) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return c.rulesWithExprs(ch) }
 
 func (c *Conn) rulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) {
-	msgs, err := c.request(unix.NFT_MSG_GETRULE, byte(ch.Table.Family), netlink.Dump, []netlink.Attribute{
-		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
-		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
-	})
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
-	}
 	var out []RuleExprs
-	for _, m := range msgs {
-		r, table, chain, err := decodeRule(m)
-		if err != nil {
-			return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
-		}
-		if r == nil || table != ch.Table.Name || chain != ch.Name {
-			continue
-		}
+	err := c.eachRule(ch, func(r *Rule, m netlink.Message) {
 		re := RuleExprs{Rule: *r}
 		re.Exprs, re.Unknown = decodeExprs(m.Data[0], ruleExprsAttr(m.Data[4:]))
 		out = append(out, re)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -14,7 +14,9 @@ var (
 	multicast6 = netip.MustParsePrefix("ff00::/8")
 )
 
-func nftMasqRules() *nftables.Chain { return chain(nftables.TableFamilyINet, nftMasqTable, nftMasqChain) }
+func nftMasqRules() *nftables.Chain {
+	return chain(nftables.TableFamilyINet, nftMasqTable, nftMasqChain)
+}
 
 func (h *host) masqFind(a Attachment) ([]Object, error) {
 	var out []Object

@@ -142,9 +142,9 @@ type Mapping struct {
 }
 
 func (m Mapping) String() string {
-	s := fmt.Sprintf("%s %d → %d", protoName(m.Proto), m.HostPort, m.ContainerPort)
+	s := fmt.Sprintf("%s %d → %d", nft.ProtoName(m.Proto), m.HostPort, m.ContainerPort)
 	if m.HostIP.IsValid() {
-		s = fmt.Sprintf("%s %s:%d → %d", protoName(m.Proto), m.HostIP, m.HostPort, m.ContainerPort)
+		s = fmt.Sprintf("%s %s:%d → %d", nft.ProtoName(m.Proto), m.HostIP, m.HostPort, m.ContainerPort)
 	}
 	return s
 }
@@ -218,7 +218,9 @@ func newHost(r Reader) (*host, error) {
 	return h, nil
 }
 
-func (h *host) has(fam nftables.TableFamily, table string) bool { return h.tables[tableKey{fam, table}] }
+func (h *host) has(fam nftables.TableFamily, table string) bool {
+	return h.tables[tableKey{fam, table}]
+}
 
 func chain(fam nftables.TableFamily, table, name string) *nftables.Chain {
 	return &nftables.Chain{Table: &nftables.Table{Family: fam, Name: table}, Name: name}
@@ -497,8 +499,10 @@ type expect struct {
 	missing []string
 }
 
-func (e *expect) have(o Object)                   { e.present = append(e.present, o) }
-func (e *expect) lack(format string, args ...any) { e.missing = append(e.missing, fmt.Sprintf(format, args...)) }
+func (e *expect) have(o Object) { e.present = append(e.present, o) }
+func (e *expect) lack(format string, args ...any) {
+	e.missing = append(e.missing, fmt.Sprintf(format, args...))
+}
 
 func (e *expect) into(r *Report) {
 	if len(e.present) == 0 {

@@ -83,13 +83,13 @@ type reg struct {
 type regKind int
 
 const (
-	regNone regKind = iota
-	regNet          // network header payload
-	regTh           // transport header payload
-	regL4           // meta l4proto
-	regNFProto      // meta nfproto
-	regCtState      // ct state
-	regImm          // immediate data
+	regNone    regKind = iota
+	regNet             // network header payload
+	regTh              // transport header payload
+	regL4              // meta l4proto
+	regNFProto         // meta nfproto
+	regCtState         // ct state
+	regImm             // immediate data
 	regOther
 )
 
@@ -390,7 +390,7 @@ func (v view) String() string {
 		s = append(s, neg(v.dst.neq)+"-d "+v.dst.p.String())
 	}
 	if v.proto != 0 {
-		s = append(s, "-p "+protoName(v.proto))
+		s = append(s, "-p "+nft.ProtoName(v.proto))
 	}
 	if v.dport != 0 {
 		s = append(s, fmt.Sprintf("--dport %d", v.dport))
@@ -416,16 +416,4 @@ func neg(b bool) string {
 		return "! "
 	}
 	return ""
-}
-
-func protoName(p uint8) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	}
-	return fmt.Sprint(p)
 }
