@@ -77,7 +77,6 @@ type reg struct {
 	off, n  uint32
 	mask    []byte
 	data    []byte // immediate
-	nfproto byte
 }
 
 type regKind int
