@@ -73,10 +73,10 @@ const (
 
 // reg is what a register holds while a rule is read.
 type reg struct {
-	kind    regKind
-	off, n  uint32
-	mask    []byte
-	data    []byte // immediate
+	kind   regKind
+	off, n uint32
+	mask   []byte
+	data   []byte // immediate
 }
 
 type regKind int
