@@ -112,7 +112,7 @@ const switchNet = "switchnet"
 // newSwitchHost makes a host whose network hands out only one address, so
 // that a container attached after another's DEL gets the address it
 // released.
-func newSwitchHost(t *testing.T, rel refRelease, nftBackend, v6 bool, only string) *switchHost {
+func newSwitchHost(t *testing.T, rel refRelease, nftBackend, v6 bool, only string, portmapKeys ...string) *switchHost {
 	t.Helper()
 	dir := t.TempDir()
 	s := &switchHost{t: t, host: plugintest.NewHost(t, "bridge"), network: switchNet, dataDir: filepath.Join(dir, "ipam"), nftBackend: nftBackend}
@@ -131,6 +131,9 @@ func newSwitchHost(t *testing.T, rel refRelease, nftBackend, v6 bool, only strin
 	masqBackend, pmBackend := "", ""
 	if nftBackend {
 		masqBackend, pmBackend = `,"ipMasqBackend":"nftables"`, `,"backend":"nftables"`
+	}
+	for _, k := range portmapKeys {
+		pmBackend += "," + k
 	}
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
   {"type":"bridge","bridge":"swbr0","isGateway":true,"ipMasq":true,"macspoofchk":true%s,
@@ -397,6 +400,29 @@ func TestSwitchDelNetnsGone(t *testing.T) {
 				}
 				if s.reserved(a.addr) {
 					t.Errorf("%s still reserved", a.addr)
+				}
+			})
+		}
+	}
+}
+
+// TestSwitchMasqAll: portmap with masqAll (the hairpin mark or masquerade
+// for every client, not only the container's subnet): our CHECK passes on
+// the reference's attachment and our DEL leaves nothing of it.
+func TestSwitchMasqAll(t *testing.T) {
+	for _, rel := range refReleases(t) {
+		for _, nftBackend := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
+				s := newSwitchHost(t, rel, nftBackend, false, "", `"masqAll":true`)
+				a := s.ctr("ctr-a", 18080)
+				plugintest.Must(t, s.add(s.ref, a))
+				if !s.reachable(a, 18080) {
+					t.Error("the mapping does not work under the reference")
+				}
+				plugintest.Must(t, s.check(s.ours, a))
+				plugintest.Must(t, s.del(s.ours, a))
+				if left := s.leftovers(a); len(left) > 0 {
+					t.Errorf("left after DEL: %q", left)
 				}
 			})
 		}
