@@ -43,7 +43,7 @@ type refRelease struct{ version, dir string }
 // run, as "<version>=<dir> …" (`make test` sets it from SWITCH_VERSIONS).
 const EnvReferenceVersions = "NFTCNI_REFERENCE_VERSIONS"
 
-var switchPlugins = []string{"bridge", "host-local", "portmap", "firewall"}
+var switchPlugins = []string{"bridge", "ptp", "host-local", "portmap", "firewall"}
 
 // refReleases are the releases to switch from: NFTCNI_REFERENCE_VERSIONS,
 // or else NFTCNI_REFERENCE_DIR's release alone (the vmtest guest has that
@@ -423,6 +423,40 @@ func TestSwitchMasqAll(t *testing.T) {
 				plugintest.Must(t, s.del(s.ours, a))
 				if left := s.leftovers(a); len(left) > 0 {
 					t.Errorf("left after DEL: %q", left)
+				}
+			})
+		}
+	}
+}
+
+// TestSwitchPTP: ptp's ipMasq, made by the reference (both backends, both
+// releases), is checked and deleted by ours without anything left.
+func TestSwitchPTP(t *testing.T) {
+	for _, rel := range refReleases(t) {
+		for _, nftBackend := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
+				s := newSwitchHost(t, rel, nftBackend, false, "")
+				backend := ""
+				if nftBackend {
+					backend = `,"ipMasqBackend":"nftables"`
+				}
+				list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
+  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
+					s.network, backend, s.dataDir)))
+				plugintest.Must(t, err)
+				s.list = list
+				a := s.ctr("ctr-a", 0)
+				plugintest.Must(t, s.add(s.ref, a))
+				if left := s.leftovers(a); len(left[reference.Masq]) == 0 {
+					t.Fatal("the reference's ptp made no masquerade")
+				}
+				plugintest.Must(t, s.check(s.ours, a))
+				plugintest.Must(t, s.del(s.ours, a))
+				if left := s.leftovers(a); len(left) > 0 {
+					t.Errorf("left after DEL: %q", left)
+				}
+				if ours := s.oursLeft(a); len(ours) > 0 {
+					t.Errorf("ours left after DEL: %v", ours)
 				}
 			})
 		}
