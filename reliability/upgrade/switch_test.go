@@ -224,7 +224,7 @@ func (s *switchHost) leftovers(c *switchCtr) map[reference.Part][]string {
 	out := map[reference.Part][]string{}
 	addr := regexp.MustCompile(`(^|[^0-9a-f:.])` + regexp.QuoteMeta(c.addr.String()) + `($|[^0-9a-f:])`)
 	names := map[reference.Part][]string{
-		reference.Masq:    {reference.MasqChain(s.network, c.id), reference.MasqComment(s.network, c.id), "id: " + c.id},
+		reference.Masq:       {reference.MasqChain(s.network, c.id), reference.MasqComment(s.network, c.id), "id: " + c.id},
 		reference.Portmap:    {reference.DNATChain(s.network, c.id), `comment "` + c.id + `"`},
 		reference.SpoofCheck: {"cni-br-iface-" + c.id + "-"},
 	}
