@@ -26,6 +26,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/vmtest"
 )
 
 // Switching from the reference plugins to ours on a host with running
@@ -48,9 +49,17 @@ var switchPlugins = []string{"bridge", "ptp", "host-local", "portmap", "firewall
 // refReleases are the releases to switch from: NFTCNI_REFERENCE_VERSIONS,
 // or else NFTCNI_REFERENCE_DIR's release alone (the vmtest guest has that
 // one). Neither set: the test skips, or fails under NFTCNI_REQUIRE_PRIV=1.
-func refReleases(t *testing.T) []refRelease {
+//
+// hostOnly tests skip in the vmtest guest: TestSwitchToOurs runs there for
+// the kernel's sake (the reference's rules as that kernel keeps them);
+// the others exercise the same kernel paths again and would cost tens of
+// seconds per kernel under emulation.
+func refReleases(t *testing.T, hostOnly bool) []refRelease {
 	t.Helper()
 	privtest.Require(t)
+	if hostOnly && vmtest.InGuest() {
+		t.Skip("runs on the host only: TestSwitchToOurs covers the guest kernel's side of switching")
+	}
 	hostfw.Require(t) // the reference runs iptables and nft
 	var out []refRelease
 	if env := os.Getenv(EnvReferenceVersions); env != "" {
@@ -328,7 +337,7 @@ func (s *tally) add(pass, total int) {
 //  9. a new container (ours, no port mapping) gets the released address
 //  10. the old host port does not reach it
 func TestSwitchToOurs(t *testing.T) {
-	rels := refReleases(t)
+	rels := refReleases(t, false)
 	for _, rel := range rels {
 		for _, nftBackend := range []bool{false, true} {
 			for _, v6 := range []bool{false, true} {
@@ -386,7 +395,7 @@ func switchToOurs(t *testing.T, rel refRelease, nftBackend, v6 bool) {
 // runtime's DEL (the container died, the host rebooted): our DEL still
 // removes everything of the reference's, going by the cached result.
 func TestSwitchDelNetnsGone(t *testing.T) {
-	for _, rel := range refReleases(t) {
+	for _, rel := range refReleases(t, true) {
 		for _, nftBackend := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
 				s := newSwitchHost(t, rel, nftBackend, false, "")
@@ -410,7 +419,7 @@ func TestSwitchDelNetnsGone(t *testing.T) {
 // for every client, not only the container's subnet): our CHECK passes on
 // the reference's attachment and our DEL leaves nothing of it.
 func TestSwitchMasqAll(t *testing.T) {
-	for _, rel := range refReleases(t) {
+	for _, rel := range refReleases(t, true) {
 		for _, nftBackend := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
 				s := newSwitchHost(t, rel, nftBackend, false, "", `"masqAll":true`)
@@ -432,7 +441,7 @@ func TestSwitchMasqAll(t *testing.T) {
 // TestSwitchPTP: ptp's ipMasq, made by the reference (both backends, both
 // releases), is checked and deleted by ours without anything left.
 func TestSwitchPTP(t *testing.T) {
-	for _, rel := range refReleases(t) {
+	for _, rel := range refReleases(t, true) {
 		for _, nftBackend := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
 				s := newSwitchHost(t, rel, nftBackend, false, "")
@@ -466,7 +475,7 @@ func TestSwitchPTP(t *testing.T) {
 // TestSwitchCheckBroken: our CHECK of a reference attachment that lost its
 // DNAT rule, or its accept, fails naming what is missing.
 func TestSwitchCheckBroken(t *testing.T) {
-	for _, rel := range refReleases(t) {
+	for _, rel := range refReleases(t, true) {
 		for _, nftBackend := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
 				s := newSwitchHost(t, rel, nftBackend, false, "")
@@ -514,7 +523,7 @@ func TestSwitchCheckBroken(t *testing.T) {
 // masquerade and its iptables DNAT chain — and keeps the live one
 // whole, whose mapping still works.
 func TestSwitchGC(t *testing.T) {
-	for _, rel := range refReleases(t) {
+	for _, rel := range refReleases(t, true) {
 		for _, nftBackend := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
 				s := newSwitchHost(t, rel, nftBackend, false, "10.97.0.3")
