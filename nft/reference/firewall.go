@@ -4,6 +4,8 @@ import (
 	"net/netip"
 
 	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/nft"
 )
 
 // The firewall plugin's iptables backend: two accepts per container
@@ -86,7 +88,7 @@ func (h *host) firewallCheck(a Attachment, r *Report) error {
 			}
 			any = true
 			addr := p.Addr().Unmap()
-			fn := familyName(fam)
+			fn := nft.FamilyName(fam)
 			if v, ok := first(vs, func(v view) bool { return isRepliesTo(v, addr) }); ok {
 				e.have(ruleObject(Firewall, ch, v))
 			} else {

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/nft"
 )
 
 // The masquerade of bridge and ptp (ipMasq).
@@ -96,17 +98,17 @@ func (h *host) masqCheck(a Attachment, r *Report) error {
 				mc = multicast6
 			}
 			if !ok {
-				ipt.lack("chain %s nat %s", familyName(fam), name)
+				ipt.lack("chain %s nat %s", nft.FamilyName(fam), name)
 				continue
 			}
 			if _, ok := first(vs, func(v view) bool { return v.jump == name && v.src.p == netip.PrefixFrom(addr, addr.BitLen()) }); !ok {
-				ipt.lack("%s nat %s rule -s %s -j %s", familyName(fam), chainPostrouting, addr, name)
+				ipt.lack("%s nat %s rule -s %s -j %s", nft.FamilyName(fam), chainPostrouting, addr, name)
 			}
 			if _, ok := first(in, func(v view) bool { return v.dst.p == sub && !v.dst.neq && v.accepts() }); !ok {
-				ipt.lack("%s nat %s rule -d %s -j ACCEPT", familyName(fam), name, sub)
+				ipt.lack("%s nat %s rule -d %s -j ACCEPT", nft.FamilyName(fam), name, sub)
 			}
 			if _, ok := first(in, func(v view) bool { return v.dst.p == mc && v.dst.neq && v.masq }); !ok {
-				ipt.lack("%s nat %s rule ! -d %s -j MASQUERADE", familyName(fam), name, mc)
+				ipt.lack("%s nat %s rule ! -d %s -j MASQUERADE", nft.FamilyName(fam), name, mc)
 			}
 		}
 	}
@@ -144,16 +146,6 @@ func bitsOf(p netip.Prefix) int {
 		return max(p.Bits()-96, 0)
 	}
 	return p.Bits()
-}
-
-func familyName(f nftables.TableFamily) string {
-	if f == nftables.TableFamilyIPv6 {
-		return "ip6"
-	}
-	if f == nftables.TableFamilyIPv4 {
-		return "ip"
-	}
-	return "inet"
 }
 
 // masqObjects are network's masquerade chains (with the POSTROUTING

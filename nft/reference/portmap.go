@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/nft"
 )
 
 // portmap's DNAT and masquerade.
@@ -111,7 +113,7 @@ func (h *host) portmapCheck(a Attachment, r *Report) error {
 			continue
 		}
 		ms := forFamily(a.Mappings, fam)
-		fn := familyName(fam)
+		fn := nft.FamilyName(fam)
 
 		// iptables backend.
 		ch := chain(fam, "nat", name)
@@ -271,7 +273,7 @@ func (h *host) needJump(e *expect, fam nftables.TableFamily, table, from, to str
 		return err
 	}
 	if _, ok := first(vs, func(v view) bool { return v.jump == to }); !ok {
-		e.lack("%s %s %s rule -j %s", familyName(fam), table, from, to)
+		e.lack("%s %s %s rule -j %s", nft.FamilyName(fam), table, from, to)
 	}
 	return nil
 }
@@ -280,7 +282,7 @@ func (h *host) needJump(e *expect, fam nftables.TableFamily, table, from, to str
 func (h *host) needChain(e *expect, ch *nftables.Chain) error {
 	ok, err := h.chainExists(ch)
 	if err == nil && !ok {
-		e.lack("chain %s %s %s", familyName(ch.Table.Family), ch.Table.Name, ch.Name)
+		e.lack("chain %s %s %s", nft.FamilyName(ch.Table.Family), ch.Table.Name, ch.Name)
 	}
 	return err
 }
