@@ -11,6 +11,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/vmtest"
 )
 
 // Live tests run against the kernel in throwaway namespaces. The
@@ -274,6 +275,16 @@ type backendCase struct {
 
 var backendCases = []backendCase{{"iptables/ipv4", false, false}, {"iptables/ipv6", false, true}, {"nftables/ipv4", true, false}, {"nftables/ipv6", true, true}}
 
+// hostOnly skips in the vmtest guest: there TestLiveDelete reads and
+// deletes the reference's rules on the guest's kernel, and the other live
+// tests would go through the same kernel paths again, at seconds each
+// under emulation.
+func hostOnly(t *testing.T) {
+	if vmtest.InGuest() {
+		t.Skip("runs on the host only: TestLiveDelete covers the guest kernel")
+	}
+}
+
 func conn(t *testing.T, ns *netns.NS) *nft.Conn {
 	t.Helper()
 	c, err := nft.Open(ns)
@@ -328,6 +339,7 @@ func TestLiveDelete(t *testing.T) {
 // reference's own DEL finds them: by container ID alone, so othernet's
 // ctr1 loses them too.
 func TestLiveDeleteWithoutAddresses(t *testing.T) {
+	hostOnly(t)
 	hostfw.Require(t)
 	cs := ctrs(true, false)
 	ns := privtest.NewNS(t)
@@ -356,6 +368,7 @@ func TestLiveDeleteWithoutAddresses(t *testing.T) {
 // on a broken one it names what is missing; of an attachment the
 // reference never made it finds nothing.
 func TestLiveCheck(t *testing.T) {
+	hostOnly(t)
 	hostfw.Require(t)
 	for _, bc := range backendCases {
 		t.Run(bc.name, func(t *testing.T) {
@@ -417,6 +430,7 @@ func TestLiveCheck(t *testing.T) {
 // backends) and portmap's iptables chains — and keeps the valid one's,
 // the other network's, and what names no network.
 func TestLiveGC(t *testing.T) {
+	hostOnly(t)
 	hostfw.Require(t)
 	for _, bc := range backendCases {
 		t.Run(bc.name, func(t *testing.T) {
@@ -453,6 +467,7 @@ func TestLiveGC(t *testing.T) {
 // Objects lists a network's attachments by container, the interface
 // included where the object names it.
 func TestLiveObjects(t *testing.T) {
+	hostOnly(t)
 	hostfw.Require(t)
 	ns := privtest.NewNS(t)
 	cs := ctrs(false, false)
