@@ -166,7 +166,7 @@ clean:
 
 # ADD/DEL latency and throughput of plugin chains driven through libcni inside
 # throwaway namespaces (needs root). BASELINE_CNI_PATH=dir compares with another
-# plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING tune it.
+# plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING, BENCH_LIST tune it.
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
@@ -200,7 +200,7 @@ package:
 	done
 	@rm -f dist/*.deb dist/*.rpm dist/*.apk
 	$(GO) -C packaging run . -out $(abspath dist) $(foreach a,$(PKG_ARCHES),-bin $(a)=$(abspath dist/bin/$(a)/nftcni)) \
-		-units $(abspath contrib/systemd) -provides-version $(patsubst v%,%,$(REFERENCE_VERSION)) \
+		-units $(abspath contrib/systemd) -license $(abspath LICENSE) -provides-version $(patsubst v%,%,$(REFERENCE_VERSION)) \
 		$(if $(PKG_VERSION),-version $(PKG_VERSION)) -goroot $$($(GO) env GOROOT) -modcache $$($(GO) env GOMODCACHE)
 
 # The packager module's own lint (make lint covers the product's module).

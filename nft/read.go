@@ -126,7 +126,7 @@ func (c *Conn) elements(s *nftables.Set) ([]Element, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading elements of set %s %s %s: %w", familyName(s.Table.Family), s.Table.Name, s.Name, err)
 	}
-	return appendElements(nil, s, msgs)
+	return decodedOnce(msgs, func() ([]Element, error) { return appendElements(nil, s, msgs) })
 }
 
 // appendElements decodes the elements of set s in the NEWSETELEM messages
@@ -222,27 +222,36 @@ func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
 // rules dumps the rules of chain ch in order; a missing table or chain
 // reads as empty.
 func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
-	var out []Rule
-	err := c.eachRule(ch, func(r *Rule, _ netlink.Message) { out = append(out, *r) })
+	msgs, err := c.ruleMsgs(ch)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return decodedOnce(msgs, func() ([]Rule, error) {
+		var out []Rule
+		err := eachRule(ch, msgs, func(r *Rule, _ netlink.Message) { out = append(out, *r) })
+		return out, err
+	})
 }
 
-// eachRule dumps the rules of chain ch and calls f for each, in order,
-// with its message; a missing table or chain has none.
-func (c *Conn) eachRule(ch *nftables.Chain, f func(r *Rule, m netlink.Message)) error {
+// ruleMsgs dumps the rules of chain ch: the kernel's reply, none for a
+// missing table or chain.
+func (c *Conn) ruleMsgs(ch *nftables.Chain) ([]netlink.Message, error) {
 	msgs, err := c.request(unix.NFT_MSG_GETRULE, byte(ch.Table.Family), netlink.Dump, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
 		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
 	})
 	if errors.Is(err, unix.ENOENT) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
+		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
 	}
+	return msgs, nil
+}
+
+// eachRule calls f for each rule of chain ch in msgs (ruleMsgs' reply),
+// in order, with its message.
+func eachRule(ch *nftables.Chain, msgs []netlink.Message, f func(r *Rule, m netlink.Message)) error {
 	for _, m := range msgs {
 		r, table, chain, err := decodeRule(m)
 		if err != nil {

@@ -53,8 +53,14 @@ func (tx *Tx) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return t
 func (c *Conn) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return c.rulesWithExprs(ch) }
 
 func (c *Conn) rulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) {
+	msgs, err := c.ruleMsgs(ch)
+	if err != nil {
+		return nil, err
+	}
+	// Not through the read cache (decodedOnce): it keeps one decoding
+	// per reply, the plain rules'.
 	var out []RuleExprs
-	err := c.eachRule(ch, func(r *Rule, m netlink.Message) {
+	err = eachRule(ch, msgs, func(r *Rule, m netlink.Message) {
 		re := RuleExprs{Rule: *r}
 		re.Exprs, re.Unknown = decodeExprs(m.Data[0], ruleExprsAttr(m.Data[4:]))
 		out = append(out, re)

@@ -136,7 +136,7 @@ echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep 
 	wantPackages(t, s, map[string]string{"nftcni": ""})
 	// Nothing of ours on disk: Debian's files are Debian's again.
 	s.sh(`! test -e /usr/lib/cni/nftcni
-! test -e /var/lib/nftcni
+! test -e /run/nftcni/attachments
 ! test -e /etc/systemd/system/timers.target.wants/nftcni-gc.timer
 test "$(dpkg -S /usr/lib/cni/bridge)" = "containernetworking-plugins: /usr/lib/cni/bridge"
 grep -q "^ExecStart=/usr/lib/cni/dhcp daemon$" /lib/systemd/system/cni-dhcp.service
@@ -347,7 +347,7 @@ func buildUpgrade(t *testing.T, dist, version string) (string, string) {
 	arch := runtime.GOARCH
 	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
 	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
-	c := config{out: out, bins: binFlag{arch: filepath.Join(dist, "bin", arch, "nftcni")}, units: "../contrib/systemd",
+	c := config{out: out, bins: binFlag{arch: filepath.Join(dist, "bin", arch, "nftcni")}, units: "../contrib/systemd", license: "../LICENSE",
 		version: next, compat: providedVersion(t, findOne(t, filepath.Join(dist, "nftcni_*_"+arch+".deb"))), goroot: strings.TrimSpace(string(goroot)), modcache: strings.TrimSpace(string(gomodcache)),
 		formats: map[string]bool{"deb": true}}
 	if err := run(c); err != nil {

@@ -68,22 +68,25 @@ func gzipBytes(b []byte) []byte {
 // copyright writes the Debian machine-readable copyright file (also the
 // license file of the rpm and apk): the project's own part, then every
 // module linked into the binary, read from its build information, with the
-// license text from the module cache, and Go's standard library.
-func copyright(binary, goroot, modcache string) ([]byte, []string, error) {
+// license text from the module cache, and Go's standard library. The
+// project's own license text is license (the repository's LICENSE).
+func copyright(binary, license, goroot, modcache string) ([]byte, []string, error) {
 	info, err := buildinfo.ReadFile(binary)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the build information of %s: %w", binary, err)
 	}
 	var b strings.Builder
 	b.WriteString("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n")
-	b.WriteString("Upstream-Name: nftcni\nSource: https://github.com/nftcni/nftcni\n\n")
-	b.WriteString("Files: *\nCopyright: the nftcni authors\nLicense: LicenseRef-none-chosen\n")
-	b.WriteString(" The nftcni project has not chosen a license for its own code yet; until\n it does, no license is granted for it by this file.\n")
+	b.WriteString("Upstream-Name: nftcni\nSource: https://github.com/nftcni/nftcni\n")
 	licenses := map[string]bool{}
-	// Bundled code in the format's usual form, a Files pattern under
-	// vendor/ per module, with the version in a comment.
-	type part struct{ files, comment, text string }
-	parts := []part{{files: "vendor/go/*", comment: "Go's standard library, " + info.GoVersion + ", linked into the binary", text: filepath.Join(goroot, "LICENSE")}}
+	// The project's own files first, then bundled code in the format's
+	// usual form, a Files pattern under vendor/ per module, with the
+	// version in a comment.
+	type part struct{ files, copyright, comment, text string }
+	parts := []part{
+		{files: "*", copyright: "the nftcni authors", comment: "nftcni itself", text: license},
+		{files: "vendor/go/*", comment: "Go's standard library, " + info.GoVersion + ", linked into the binary", text: filepath.Join(goroot, "LICENSE")},
+	}
 	deps := append([]*debugModule(nil), modulesOf(info)...)
 	sort.Slice(deps, func(i, j int) bool { return deps[i].path < deps[j].path })
 	for _, d := range deps {
@@ -101,7 +104,11 @@ func copyright(binary, goroot, modcache string) ([]byte, []string, error) {
 		}
 		id := licenseID(string(text))
 		licenses[id] = true
-		fmt.Fprintf(&b, "\nFiles: %s\nCopyright: see the license text below\nComment: %s\nLicense: %s\n", p.files, p.comment, id)
+		holder := p.copyright
+		if holder == "" {
+			holder = "see the license text below"
+		}
+		fmt.Fprintf(&b, "\nFiles: %s\nCopyright: %s\nComment: %s\nLicense: %s\n", p.files, holder, p.comment, id)
 		for _, line := range strings.Split(strings.TrimRight(string(text), "\n"), "\n") {
 			line = strings.TrimRightFunc(line, unicode.IsSpace)
 			if line == "" {

@@ -52,6 +52,7 @@ type config struct {
 	maintainer string
 	goroot     string
 	modcache   string
+	license    string
 	mtime      time.Time
 	formats    map[string]bool
 }
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&c.maintainer, "maintainer", "", "Name <address> (default: the last commit's committer)")
 	flag.StringVar(&c.goroot, "goroot", "", "GOROOT of the toolchain that built the binaries (its LICENSE goes into the copyright file)")
 	flag.StringVar(&c.modcache, "modcache", "", "GOMODCACHE holding the linked modules (their license texts)")
+	flag.StringVar(&c.license, "license", "../LICENSE", "the project's license text")
 	formats := flag.String("formats", "deb,rpm,apk", "package formats")
 	flag.Parse()
 	c.formats = map[string]bool{}
@@ -117,7 +119,7 @@ func run(c config) error {
 		return fmt.Errorf("%s plugins: %w", host, err)
 	}
 	plugins := strings.Fields(string(names))
-	copyrightText, licenseIDs, err := copyright(host, c.goroot, c.modcache)
+	copyrightText, licenseIDs, err := copyright(host, c.license, c.goroot, c.modcache)
 	if err != nil {
 		return err
 	}
@@ -288,7 +290,7 @@ func (p pkg) build() (string, error) {
 		Description:   description(f, p.plugins),
 		Vendor:        "nftcni",
 		Homepage:      "https://github.com/nftcni/nftcni",
-		License:       strings.Join(append([]string{"LicenseRef-none-chosen"}, p.licenses...), " AND "),
+		License:       strings.Join(p.licenses, " AND "),
 		MTime:         p.c.mtime,
 		Overridables: nfpm.Overridables{
 			Provides:  rel.provides,

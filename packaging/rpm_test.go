@@ -84,7 +84,7 @@ func TestRPMInstall(t *testing.T) {
 	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
 	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
 	updir := t.TempDir()
-	c := config{out: updir, bins: binFlag{runtime.GOARCH: filepath.Join(dist, "bin", runtime.GOARCH, "nftcni")}, units: "../contrib/systemd",
+	c := config{out: updir, bins: binFlag{runtime.GOARCH: filepath.Join(dist, "bin", runtime.GOARCH, "nftcni")}, units: "../contrib/systemd", license: "../LICENSE",
 		version: next, compat: "1.0.0", goroot: strings.TrimSpace(string(goroot)), modcache: strings.TrimSpace(string(gomodcache)),
 		formats: map[string]bool{"rpm": true}}
 	if err := run(c); err != nil {

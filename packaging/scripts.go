@@ -176,8 +176,9 @@ remove)
 		// The main package (the one with units): its postrm.
 		b.Reset()
 		b.WriteString("#!/bin/sh\nset -e\n")
-		// Purge: the sweep's records of started ADDs go too.
-		b.WriteString("if [ \"$1\" = purge ]; then\n\trm -rf /var/lib/nftcni\nfi\n")
+		// Purge: the records of started ADDs (which gc --all and list
+		// read) go too; they live in /run, so a reboot takes them anyway.
+		b.WriteString("if [ \"$1\" = purge ]; then\n\trm -rf /run/nftcni/attachments\nfi\n")
 		b.WriteString(`if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
 	systemctl --system daemon-reload >/dev/null || true
 fi
