@@ -11,10 +11,15 @@ import (
 
 // The masquerade of bridge and ptp (ipMasq).
 
-var (
-	multicast4 = netip.MustParsePrefix("224.0.0.0/4")
-	multicast6 = netip.MustParsePrefix("ff00::/8")
-)
+// multicast is the multicast range of the family of a: the reference's
+// masquerade leaves it alone. (A function, not a variable: parsing at
+// init would run on every exec of every plugin.)
+func multicast(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{224}), 4)
+	}
+	return netip.PrefixFrom(netip.AddrFrom16([16]byte{0xff}), 8)
+}
 
 func nftMasqRules() *nftables.Chain {
 	return chain(nftables.TableFamilyINet, nftMasqTable, nftMasqChain)
@@ -93,10 +98,7 @@ func (h *host) masqCheck(a Attachment, r *Report) error {
 			}
 			addr := p.Addr().Unmap()
 			sub := netip.PrefixFrom(addr, bitsOf(p)).Masked()
-			mc := multicast4
-			if fam == nftables.TableFamilyIPv6 {
-				mc = multicast6
-			}
+			mc := multicast(addr)
 			if !ok {
 				ipt.lack("chain %s nat %s", nft.FamilyName(fam), name)
 				continue
