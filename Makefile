@@ -7,6 +7,8 @@
 #                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
 #                  packages (scripts/test-deps: installed with apt-get when run as root and
 #                  missing) and build the reference plugins (make reference)
+#   make reference-switch  the reference plugins the switching tests need, for each of
+#                  SWITCH_VERSIONS (default v1.9.1 v1.10.0), in .cache/reference/<version>
 #   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION), all
 #                  18 Linux plugins, static and stripped), the differential suite's oracle and
 #                  the bench's baseline, built from the Go module proxy into REFDIR (default
@@ -14,7 +16,7 @@
 #                  (BASELINE_CNI_PATH=$(REFDIR) make bench). ARCH=arm64 on an amd64 host
 #                  builds them for that vmtest guest as well, into REFDIR/arm64.
 #                  REFERENCE_VERSION=v1.9.1 builds the previous release (users may still run
-#                  it), as does make reference-previous (into PREVIOUS_REFDIR)
+#                  it) into .cache/reference/v1.9.1
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
@@ -44,20 +46,24 @@ PKGS     ?= ./...
 # with: every plugin of containernetworking/plugins, built with
 # CGO_ENABLED=0 go install from the Go module proxy. The tests find them
 # through NFTCNI_REFERENCE_DIR, which test and vmtest set. The newest
-# release is the oracle; PREVIOUS_VERSION is the one before, which users
-# may still run and switch from (make reference-previous builds it into
-# PREVIOUS_REFDIR, and make test hands that directory to the tests as
-# NFTCNI_REFERENCE_PREVIOUS_DIR whether or not it was built).
+# release is the oracle; the releases users may still run and switch from
+# are SWITCH_VERSIONS (below).
 REFERENCE_VERSION ?= v1.10.0
 REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
-PREVIOUS_VERSION ?= v1.9.1
-PREVIOUS_REFDIR  ?= .cache/reference/$(PREVIOUS_VERSION)
 # GUEST_REFDIR: the reference plugins for vmtest's guest (ARCH=, default
 # the host's architecture), which make vmtest ships to it.
 HOST_GOARCH := $(shell $(GO) env GOARCH)
 GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
 GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
 REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+# SWITCH_VERSIONS: the reference releases the switching tests
+# (reliability/upgrade) attach containers with before nftcni takes over;
+# each gets the plugins those tests run, in .cache/reference/<version>
+# (the same directory as REFDIR's for that version), and the tests find
+# them through NFTCNI_REFERENCE_VERSIONS.
+SWITCH_VERSIONS ?= v1.9.1 v1.10.0
+SWITCH_PLUGINS := main/bridge main/ptp ipam/host-local meta/portmap meta/firewall
+switch_dir = .cache/reference/$(1)
 REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
 	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
 	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
@@ -69,7 +75,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # carry it (README, "Size").
 SIZE_LIMIT ?= 10100000
 
-.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference reference-previous
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference reference-switch
 
 all: build
 
@@ -80,9 +86,10 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test: reference
+test: reference reference-switch
 	@./scripts/test-deps test
-	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) NFTCNI_REFERENCE_PREVIOUS_DIR=$(abspath $(PREVIOUS_REFDIR)) \
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) \
+	NFTCNI_REFERENCE_VERSIONS="$(foreach v,$(SWITCH_VERSIONS),$(v)=$(abspath $(call switch_dir,$(v))))" \
 		$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 # Run outside the module (cd /), so that go install builds the reference's
@@ -106,9 +113,14 @@ ifneq ($(GUEST_REFDIR),$(REFDIR))
 	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
 endif
 
-# The previous release, the same way (and for a vmtest guest of ARCH too).
-reference-previous:
-	@$(MAKE) --no-print-directory reference REFERENCE_VERSION=$(PREVIOUS_VERSION) REFDIR=$(PREVIOUS_REFDIR)
+# The switching tests' plugins of every SWITCH_VERSIONS release (a second
+# or two when up to date; a version that is REFERENCE_VERSION's already has
+# them).
+reference-switch:
+	@$(foreach v,$(SWITCH_VERSIONS),mkdir -p $(call switch_dir,$(v)) && \
+		echo "reference plugins $(v) for the switching tests in $(call switch_dir,$(v))" && \
+		(cd / && CGO_ENABLED=0 GOBIN=$(abspath $(call switch_dir,$(v))) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(SWITCH_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(v))) &&) true
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
