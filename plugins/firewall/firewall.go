@@ -306,7 +306,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 // with the reference plugin's accepts in CNI-FORWARD (made before nftcni
 // replaced it) is checked against those instead.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, _, at, fwd, err := begin(ctx, a)
+	conf, prev, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return err
 	}
