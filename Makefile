@@ -140,7 +140,8 @@ clean:
 
 # ADD/DEL latency and throughput of plugin chains driven through libcni inside
 # throwaway namespaces (needs root). BASELINE_CNI_PATH=dir compares with another
-# plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING tune it.
+# plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING (a list of
+# counts, default 110,250,1000) tune it.
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
