@@ -15,7 +15,9 @@
 // So the firewall and portmap plugins put their attachments' accepts into
 // those chains themselves:
 //
-//   - the iptables-nft FORWARD chains (Iptables), always. When the chain
+//   - the iptables-nft FORWARD chains (Iptables), wherever iptables can
+//     be used on the host (Use, use.go: Setup callers ask Use.Protects;
+//     an nftables-only host gets nothing of iptables-nft's). When the chain
 //     does not exist, it is created — with its table if need be — exactly
 //     as iptables-nft creates it (type filter, hook forward, priority 0,
 //     policy accept), so that a DROP policy set later lands on a chain
@@ -335,6 +337,7 @@ type Reader interface {
 	ChainExists(ch *nftables.Chain) (bool, error)
 	Rules(ch *nftables.Chain) ([]nft.Rule, error)
 	Require(f nft.Feature) error
+	IptablesInUse() (bool, error)
 }
 
 // creatable reports whether Sync creates c, an iptables-nft chain found

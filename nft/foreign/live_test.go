@@ -39,7 +39,7 @@ func update(t *testing.T, ns *netns.NS, fn func(tx *nft.Tx) error) {
 	}
 }
 
-func sync(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) {
+func syncAll(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) {
 	t.Helper()
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range chains {
@@ -74,8 +74,8 @@ func TestLiveIptablesSpelling(t *testing.T) {
 	hostfw.Require(t)
 	ours, theirs, dockerOnly := privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
 
-	sync(t, ours, Iptables, fwMark, fwWant)
-	sync(t, ours, Iptables, pmMark, pmRepeat)
+	syncAll(t, ours, Iptables, fwMark, fwWant)
+	syncAll(t, ours, Iptables, pmMark, pmRepeat)
 	hostfw.Commands(t, theirs, iptablesSpelling())
 	want := hostfw.IptablesSave(t, theirs)
 	hostfw.Diff(t, "iptables-save of our rules", want, hostfw.IptablesSave(t, ours))
@@ -133,8 +133,8 @@ func TestLiveNamedChains(t *testing.T) {
 	hostfw.Load(t, ns, "table ip fw { chain forwarding { type filter hook forward priority 10; policy drop; }; }")
 	before := hostfw.Others(t, ns)
 	inet, ip := mustParse(t, "inet filter forward"), mustParse(t, "ip fw forwarding")
-	sync(t, ns, []Chain{inet, ip}, fwMark, fwWant)
-	sync(t, ns, []Chain{inet, ip}, pmMark, pmWant)
+	syncAll(t, ns, []Chain{inet, ip}, fwMark, fwWant)
+	syncAll(t, ns, []Chain{inet, ip}, pmMark, pmWant)
 
 	fw, pm := fwMark.comment(), pmMark.comment()
 	want := map[string][]string{
@@ -234,8 +234,8 @@ func listRules(t *testing.T, ns *netns.NS, chain string) []string {
 func TestLivePrune(t *testing.T) {
 	hostfw.Require(t)
 	ns := privtest.NewNS(t)
-	sync(t, ns, Iptables, fwMark, fwWant)
-	sync(t, ns, Iptables, pmMark, pmWant)
+	syncAll(t, ns, Iptables, fwMark, fwWant)
+	syncAll(t, ns, Iptables, pmMark, pmWant)
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
 			if _, err := Remove(tx, ch, fwMark); err != nil {
@@ -315,10 +315,10 @@ func TestLiveIndex(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := privtest.NewNS(t)
-			sync(t, ns, Iptables, pmMark, pmWant)
-			sync(t, ns, Iptables, fwMark, fwWant)
+			syncAll(t, ns, Iptables, pmMark, pmWant)
+			syncAll(t, ns, Iptables, fwMark, fwWant)
 			before := indexHits.Load()
-			sync(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
+			syncAll(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
 			if indexHits.Load() == before {
 				t.Error("a repeated Sync did not find its rules through the index")
 			}
