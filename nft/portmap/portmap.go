@@ -1163,7 +1163,7 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 		return err
 	}
 	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
-		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains}
+		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains, Iptables: s.Iptables}
 	}
 	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
 	p, err := plan(s)
@@ -1340,28 +1340,32 @@ func checkRecord(f *family, owner nft.Owner, markers []nft.Element, p *planned) 
 }
 
 // checkForeign verifies that s.Owner has in each chain of others as many
-// rules as Setup(s) gives it (foreign.Check). Chains that a family in
-// undecoded reaches are skipped: that family's mappings are conditional
-// rules, which are not decoded, so what they accept is not known.
+// rules as Setup(s) gives it (foreign.Check, inside an Update that writes
+// nothing, so that the index of package foreign spares reading the
+// chains). Chains that a family in undecoded reaches are skipped: that
+// family's mappings are conditional rules, which are not decoded, so what
+// they accept is not known.
 func checkForeign(c *nft.Conn, s Spec, undecoded map[*family]int) error {
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
-	protect, err := s.protects(c)
-	if err != nil {
-		return err
-	}
-	for _, ch := range chains(s.AcceptChains) {
-		if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
-			continue
-		}
-		want := s.accepts()
-		if ch.Iptables && !protect {
-			want = nil
-		}
-		if err := foreign.Check(c, ch, mark, want); err != nil {
+	return c.Update(func(tx *nft.Tx) error {
+		protect, err := s.protects(tx)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		for _, ch := range chains(s.AcceptChains) {
+			if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
+				continue
+			}
+			want := s.accepts()
+			if ch.Iptables && !protect {
+				want = nil
+			}
+			if err := foreign.Check(tx, ch, mark, want); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // reaches reports whether ch sees f's packets: an ip or ip6 chain its own
