@@ -92,6 +92,15 @@ var chains = []chain{
 		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
 		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`},
+	// The full chain as it runs on a host without iptables (an
+	// nftables-only host): no accepts in iptables-nft's FORWARD chains,
+	// forced here with iptablesForwardAccepts on a host that has the
+	// program (the reference ignores the key).
+	{"full, no iptables accepts", []string{"bridge", "host-local", "portmap", "firewall"},
+		`{"cniVersion":"1.1.0","name":"bench-fullnoipt","plugins":[{"type":"bridge","bridge":"bench4","isGateway":true,"ipMasq":true,
+		  "ipam":{"type":"host-local","subnet":"10.81.0.0/16","dataDir":"DATADIR"}},
+		  {"type":"portmap","capabilities":{"portMappings":true},"iptablesForwardAccepts":"never"},
+		  {"type":"firewall","iptablesForwardAccepts":"never"}]}`},
 }
 
 // nsExec runs every plugin as a process inside the host namespace: the
@@ -332,6 +341,7 @@ func targets(fl floor, results map[string]map[string]stats, workers int) {
 	}
 	br, okb := results["bridge+host-local"]["nftcni"]
 	full, okf := results["full (+portmap+firewall)"]["nftcni"]
+	noIpt, okn := results["full, no iptables accepts"]["nftcni"]
 	if okb && okf && br.err == nil && full.err == nil {
 		for i, e := range full.at {
 			ga, gd := full.growth(e)
@@ -339,6 +349,11 @@ func targets(fl floor, results map[string]map[string]stats, workers int) {
 			la, ld = allowance(la), allowance(ld)
 			fmt.Printf("  CPU growth 0 -> %d attachments, full chain: ADD %s, DEL %s (target: bridge+host-local's growth +10%%, ADD %s, DEL %s): %s\n",
 				e.m, signed(ga), signed(gd), signed(la), signed(ld), verdict(ga <= la && gd <= ld))
+			if okn && noIpt.err == nil {
+				na, nd := noIpt.growth(noIpt.at[i])
+				fmt.Printf("    without accepts in iptables-nft's FORWARD (an nftables-only host): ADD %s, DEL %s: %s\n",
+					signed(na), signed(nd), verdict(na <= la && nd <= ld))
+			}
 		}
 	}
 	if okf && full.err == nil && full.delP50 > 0 {
