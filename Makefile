@@ -20,6 +20,11 @@
 #   make size      the stripped binary's size for amd64 and arm64; fails above SIZE_LIMIT
 #                  (10100000 bytes: what edge nodes were promised)
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
+#   make package   .deb, .rpm and .apk packages for amd64 and arm64 in dist/ (packaging/, nfpm
+#                  as a library, a module of its own); PKG_VERSION= overrides the version
+#   make package-test  installs them the way users do, in throwaway roots (as root; see
+#                  packaging/README.md): Debian 12 with podman and containerd, rpm, apk;
+#                  make package-lint lints the packager's module
 #   make vmtest    the privileged tests inside a qemu VM booting Debian's kernel (as root; see
 #                  vmtest/README.md): PKG=./plugins/vlan RUN=TestTrunk narrow it, VMTEST_TIMEOUT=40m;
 #                  KERNEL=6.12 boots another Debian kernel series, ARCH=arm64 an emulated arm64
@@ -141,7 +146,7 @@ clean:
 # ADD/DEL latency and throughput of plugin chains driven through libcni inside
 # throwaway namespaces (needs root). BASELINE_CNI_PATH=dir compares with another
 # plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING (a list of
-# counts, default 110,250,1000) tune it.
+# counts, default 110,250,1000), BENCH_LIST tune it.
 bench:
 	$(GO) test -tags nftcni_bench -count=1 -timeout 60m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
@@ -160,3 +165,31 @@ vmtest: reference
 	$(GO) run ./vmtest/cmd/vmtest $(if $(ARCH),-arch $(ARCH)) $(if $(KERNEL),-kernel '$(KERNEL)') \
 		$(if $(SUBSET),-subset $(SUBSET)) -reference $(abspath $(GUEST_REFDIR)) \
 		$(if $(PKG),-pkg '$(PKG)') $(if $(RUN),-run '$(RUN)') $(VMTESTFLAGS)
+
+# Packages (packaging/README.md). The binaries are built as make build
+# builds them, per architecture, into dist/bin/<arch>/; the packager, a
+# module of its own (nfpm stays out of the product's go.mod), turns them
+# into dist/*.deb, *.rpm, *.apk. They provide the reference plugins'
+# version the tests compare with.
+PKG_ARCHES ?= amd64 arm64
+PKG_VERSION ?=
+.PHONY: package package-test package-lint
+package:
+	@set -e; for arch in $(PKG_ARCHES); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(GOFLAGS_BUILD) -o dist/bin/$$arch/nftcni ./cmd/nftcni; \
+	done
+	@rm -f dist/*.deb dist/*.rpm dist/*.apk
+	$(GO) -C packaging run . -out $(abspath dist) $(foreach a,$(PKG_ARCHES),-bin $(a)=$(abspath dist/bin/$(a)/nftcni)) \
+		-units $(abspath contrib/systemd) -license $(abspath LICENSE) -provides-version $(patsubst v%,%,$(REFERENCE_VERSION)) \
+		$(if $(PKG_VERSION),-version $(PKG_VERSION)) -goroot $$($(GO) env GOROOT) -modcache $$($(GO) env GOMODCACHE)
+
+# The packager module's own lint (make lint covers the product's module).
+package-lint:
+	@out=$$(gofmt -l packaging); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) -C packaging vet ./...
+	$(GO) -C packaging run $(STATICCHECK) ./...
+	@$(GO) -C packaging mod tidy -diff >/dev/null 2>&1 || { echo "packaging/go.mod not tidy: cd packaging && go mod tidy"; $(GO) -C packaging mod tidy -diff; exit 1; }
+
+package-test: package
+	@./scripts/test-deps package
+	NFTCNI_PACKAGES=$(abspath dist) $(GO) -C packaging test -count=1 -timeout 30m $(TESTFLAGS) ./...

@@ -22,6 +22,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -36,8 +37,12 @@ import (
 //	                node, and the growth target's); each count is reached by adding to
 //	                the previous one
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
+//	BENCH_LIST      attachments of the full chain in place while `nftcni list` and
+//	                `gc --all` are timed (default 250)
 //	BENCH_EXECS     VERSION execs per plugin name for the exec floor (default 50; the
-//	                baseline's loopback runs as often per name)
+//	                baseline's loopback runs as often per name), measured twice: as
+//	                installed, and with the binaries' page cache read back in small
+//	                folios as after a reboot (reread)
 //	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -66,32 +71,38 @@ type chain struct {
 	name  string
 	needs []string // plugin binaries the chain needs
 	conf  string   // DATADIR is replaced by the IPAM data dir
+	// reread: the chain runs with the plugin binaries' page cache read
+	// back in small folios (see reread), as after a reboot, rather than as
+	// install left it; only its sequential ADD/DEL pairs are measured.
+	reread bool
 }
 
 var chains = []chain{
 	{"loopback", []string{"loopback"},
-		`{"cniVersion":"1.1.0","name":"bench-lo","plugins":[{"type":"loopback"}]}`},
+		`{"cniVersion":"1.1.0","name":"bench-lo","plugins":[{"type":"loopback"}]}`, false},
+	{"loopback (re-read)", []string{"loopback"},
+		`{"cniVersion":"1.1.0","name":"bench-lor","plugins":[{"type":"loopback"}]}`, true},
 	// The exec floor of a three-plugin chain (bridge, portmap, firewall:
 	// host-local runs inside bridge): what the full chain would cost if
 	// its plugins did nothing but start, read the config and answer.
 	{"loopback x3", []string{"loopback"},
-		`{"cniVersion":"1.1.0","name":"bench-lo3","plugins":[{"type":"loopback"},{"type":"loopback"},{"type":"loopback"}]}`},
+		`{"cniVersion":"1.1.0","name":"bench-lo3","plugins":[{"type":"loopback"},{"type":"loopback"},{"type":"loopback"}]}`, false},
 	{"bridge+host-local", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-br","plugins":[{"type":"bridge","bridge":"bench0","isGateway":true,
-		  "ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"DATADIR"}}]}`},
+		  "ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"DATADIR"}}]}`, false},
 	{"bridge+host-local+ipMasq", []string{"bridge", "host-local"},
 		`{"cniVersion":"1.1.0","name":"bench-masq","plugins":[{"type":"bridge","bridge":"bench1","isGateway":true,"ipMasq":true,
-		  "ipam":{"type":"host-local","subnet":"10.78.0.0/16","dataDir":"DATADIR"}}]}`},
+		  "ipam":{"type":"host-local","subnet":"10.78.0.0/16","dataDir":"DATADIR"}}]}`, false},
 	// Every attachment maps a host port of its own (portMappings
 	// capability), so "with M existing" means M mappings in place.
 	{"bridge+host-local+portmap", []string{"bridge", "host-local", "portmap"},
 		`{"cniVersion":"1.1.0","name":"bench-pm","plugins":[{"type":"bridge","bridge":"bench2","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.79.0.0/16","dataDir":"DATADIR"}},
-		  {"type":"portmap","capabilities":{"portMappings":true}}]}`},
+		  {"type":"portmap","capabilities":{"portMappings":true}}]}`, false},
 	{"full (+portmap+firewall)", []string{"bridge", "host-local", "portmap", "firewall"},
 		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
-		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`},
+		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`, false},
 	// The full chain as it runs on a host without iptables (an
 	// nftables-only host): no accepts in iptables-nft's FORWARD chains,
 	// forced here with iptablesForwardAccepts on a host that has the
@@ -100,7 +111,7 @@ var chains = []chain{
 		`{"cniVersion":"1.1.0","name":"bench-fullnoipt","plugins":[{"type":"bridge","bridge":"bench4","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.81.0.0/16","dataDir":"DATADIR"}},
 		  {"type":"portmap","capabilities":{"portMappings":true},"iptablesForwardAccepts":"never"},
-		  {"type":"firewall","iptablesForwardAccepts":"never"}]}`},
+		  {"type":"firewall","iptablesForwardAccepts":"never"}]}`, false},
 }
 
 // nsExec runs every plugin as a process inside the host namespace: the
@@ -175,16 +186,20 @@ func TestBench(t *testing.T) {
 	// Neither plugin set may find the machine's firewalld (the firewall
 	// plugin's default backend when it runs).
 	privtest.HideSystemBus()
+	// The plugins' attachment records go to a tmpfs of the run's own, as
+	// /run is on a real host (on this machine it is not), not to the
+	// machine's /run/nftcni.
+	os.Setenv(attachrec.EnvDir, privtest.SmallFS(t, 4096))
 	iter, workers, par := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64)
 	existing := counts("BENCH_EXISTING", []int{110, 250, 1000})
 	most := existing[len(existing)-1]
 
-	bin := t.TempDir()
+	bin, built := t.TempDir(), t.TempDir()
 	root, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, "nftcni"), "./cmd/nftcni")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(built, "nftcni"), "./cmd/nftcni")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(root)))
 	// Static, as `make build` makes it: with cgo (Go's default when a C
 	// compiler is installed) the binary is dynamically linked and every
@@ -193,9 +208,16 @@ func TestBench(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(filepath.Join(bin, "nftcni"), "install", bin).CombinedOutput(); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
+	// Installed the way users install it: install leaves the binary in the
+	// page cache in large folios where the kernel can (cmd/nftcni
+	// readBackHuge); the runs marked "page cache re-read" measure it after
+	// the kernel has read it back in small ones.
+	install := func() {
+		if out, err := exec.Command(filepath.Join(built, "nftcni"), "install", bin).CombinedOutput(); err != nil {
+			t.Fatalf("install: %v\n%s", err, out)
+		}
 	}
+	install()
 	impls := []impl{{"nftcni", bin}}
 	if b := os.Getenv("BASELINE_CNI_PATH"); b != "" {
 		impls = append(impls, impl{"baseline", b})
@@ -209,11 +231,27 @@ func TestBench(t *testing.T) {
 	if baseline != "" && missingPlugins(baseline, []string{"loopback"}) != "" {
 		baseline = ""
 	}
-	fl, err := execFloor(bin, baseline, knob("BENCH_EXECS", 50))
+	rereadAll := func() {
+		dirs := []string{bin}
+		if baseline != "" {
+			dirs = append(dirs, baseline)
+		}
+		if err := reread(dirs...); err != nil {
+			t.Fatalf("re-reading the plugin binaries: %v", err)
+		}
+	}
+	fl, err := execFloor("as installed", bin, baseline, knob("BENCH_EXECS", 50))
 	if err != nil {
 		t.Fatalf("exec floor: %v", err)
 	}
 	fl.print()
+	rereadAll()
+	flr, err := execFloor("page cache re-read", bin, baseline, knob("BENCH_EXECS", 50))
+	if err != nil {
+		t.Fatalf("exec floor: %v", err)
+	}
+	flr.print()
+	install()
 	fmt.Println()
 
 	results := map[string]map[string]stats{}
@@ -229,7 +267,13 @@ func TestBench(t *testing.T) {
 			}
 			ims = append(ims, im)
 		}
+		if c.reread {
+			rereadAll()
+		}
 		results[c.name] = run(t, c, ims, iter, workers, par, existing)
+		if c.reread {
+			install()
+		}
 	}
 	fmt.Printf("\n%-26s %-9s %9s %9s %9s %9s %10s %10s %12s %12s\n", "chain", "impl", "ADD p50", "ADD p90", "DEL p50", "DEL p90",
 		fmt.Sprintf("ADD/s(%d)", workers), fmt.Sprintf("DEL/s(%d)", workers), fmt.Sprintf("ADD p50@%d", most), fmt.Sprintf("DEL p50@%d", most))
@@ -242,6 +286,11 @@ func TestBench(t *testing.T) {
 			if s.err != nil {
 				fmt.Printf("%-26s %-9s FAILED: %v\n", c.name, im.name, s.err)
 				t.Errorf("%s/%s: %v", c.name, im.name, s.err)
+				continue
+			}
+			if c.reread {
+				fmt.Printf("%-26s %-9s %9s %9s %9s %9s %10s %10s %12s %12s\n", c.name, im.name, ms(s.addP50), ms(s.addP90), ms(s.delP50), ms(s.delP90),
+					"-", "-", "-", "-")
 				continue
 			}
 			fmt.Printf("%-26s %-9s %9s %9s %9s %9s %10.0f %10.0f %12s %12s\n", c.name, im.name, ms(s.addP50), ms(s.addP90), ms(s.delP50), ms(s.delP90),
@@ -270,6 +319,9 @@ func TestBench(t *testing.T) {
 	}
 	fmt.Println()
 	for _, c := range chains[1:] {
+		if c.reread {
+			continue
+		}
 		for _, im := range impls {
 			if s, ok := results[c.name][im.name]; ok && s.err == nil {
 				fmt.Printf("%-26s %-9s", c.name, im.name)
@@ -284,6 +336,9 @@ func TestBench(t *testing.T) {
 	fmt.Println()
 	lo, ok := results["loopback"]["nftcni"]
 	for _, c := range chains[1:] {
+		if c.reread {
+			continue
+		}
 		s, ok2 := results[c.name]["nftcni"]
 		if ok && ok2 && s.err == nil && lo.err == nil {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
@@ -305,7 +360,8 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
-	targets(fl, results, workers)
+	hostTools(t, bin, knob("BENCH_LIST", 250), workers)
+	targets([]floor{fl, flr}, results, workers)
 }
 
 func joinInts(v []int) string {
@@ -322,7 +378,7 @@ func joinInts(v []int) string {
 // growing with existing attachments by no more than the bridge+host-local
 // chain's own growth plus 10 %; parallel DEL at least twice the
 // sequential DEL rate. The growth is checked at every BENCH_EXISTING count.
-func targets(fl floor, results map[string]map[string]stats, workers int) {
+func targets(floors []floor, results map[string]map[string]stats, workers int) {
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
@@ -330,14 +386,18 @@ func targets(fl floor, results map[string]map[string]stats, workers int) {
 		return "missed"
 	}
 	fmt.Println("\nTargets (docs/performance.md):")
-	if fl.base > 0 && len(fl.names) > 0 {
-		worst := fl.names[0]
-		r := ratio(fl.cpu[worst], fl.base)
-		fmt.Printf("  exec floor: costliest plugin exec (%s) %.2fx the baseline's loopback (target <= 1.00x): %s\n", worst, r, verdict(r <= 1))
+	for _, fl := range floors {
+		if fl.base > 0 && len(fl.names) > 0 {
+			worst := fl.names[0]
+			r := ratio(fl.cpu[worst], fl.base)
+			fmt.Printf("  exec floor, %s: costliest plugin exec (%s) %.2fx the baseline's loopback (target <= 1.00x): %s\n", fl.state, worst, r, verdict(r <= 1))
+		}
 	}
-	if n, b := results["loopback"]["nftcni"], results["loopback"]["baseline"]; n.err == nil && b.err == nil && n.addCPU > 0 && b.addCPU > 0 {
-		ra, rd := ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU)
-		fmt.Printf("  loopback chain CPU vs baseline: ADD %.2fx, DEL %.2fx (target <= 1.00x): %s\n", ra, rd, verdict(ra <= 1 && rd <= 1))
+	for _, c := range []string{"loopback", "loopback (re-read)"} {
+		if n, b := results[c]["nftcni"], results[c]["baseline"]; n.err == nil && b.err == nil && n.addCPU > 0 && b.addCPU > 0 {
+			ra, rd := ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU)
+			fmt.Printf("  %s chain CPU vs baseline: ADD %.2fx, DEL %.2fx (target <= 1.00x): %s\n", c, ra, rd, verdict(ra <= 1 && rd <= 1))
+		}
 	}
 	br, okb := results["bridge+host-local"]["nftcni"]
 	full, okf := results["full (+portmap+firewall)"]["nftcni"]
@@ -400,6 +460,8 @@ func missingPlugins(dir string, names []string) string {
 // pool of container namespaces.
 type world struct {
 	t      *testing.T
+	host   *netns.NS
+	dir    string
 	cni    *libcni.CNIConfig
 	list   *libcni.NetworkConfigList
 	nsDir  string
@@ -482,6 +544,9 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 		st[i].addP50, st[i].addP90 = pct(seq[i].adds, 50), pct(seq[i].adds, 90)
 		st[i].delP50, st[i].delP90 = pct(seq[i].dels, 50), pct(seq[i].dels, 90)
 		st[i].addCPU, st[i].delCPU = pct(seq[i].addCPU, 50), pct(seq[i].delCPU, 50)
+		if c.reread {
+			continue
+		}
 		if st[i].addPerSec, st[i].delPerSec, err = worlds[i].parallel(par, workers); err != nil {
 			fail(i, err)
 		}
@@ -498,7 +563,7 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 	// the CPU, and with thousands of iptables rules in the other
 	// namespace that is a lot of it.
 	for i, w := range worlds {
-		if !ok(i) {
+		if !ok(i) || c.reread {
 			continue
 		}
 		var pre []*attachment
@@ -537,7 +602,7 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &world{t: t, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+	return &world{t: t, host: host, dir: dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 

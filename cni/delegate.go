@@ -97,9 +97,10 @@ var (
 	selfInfo os.FileInfo
 )
 
-// isSelf reports whether path is this very executable (same file), so the
-// delegate can run in-process.
-func isSelf(path string) bool {
+// IsSelf reports whether path is this very executable (same file, a link
+// to it included), so that a plugin there can run in-process: delegation
+// does, and so does cniruntime's Runtime.InProcess.
+func IsSelf(path string) bool {
 	selfOnce.Do(func() {
 		if exe, err := os.Executable(); err == nil {
 			selfInfo, _ = os.Stat(exe)
@@ -173,7 +174,7 @@ func delegate(ctx context.Context, typ, cmd string, a *CmdArgs) ([]byte, error) 
 	var stderr bytes.Buffer
 	var stdout []byte
 	status := 0
-	if p := Lookup(typ); p != nil && isSelf(path) {
+	if p := Lookup(typ); p != nil && IsSelf(path) {
 		stdout, status = captured(ctx, p, env, a.StdinData, &stderr)
 	} else {
 		stdout, status, err = execPlugin(ctx, path, env, a.StdinData, &stderr)

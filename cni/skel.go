@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -38,6 +39,12 @@ type Plugin struct {
 	// Status answers whether an ADD can succeed now (code 50 or 51 if not).
 	Status func(ctx context.Context, a *CmdArgs) error
 
+	// NoHostState says that the plugin's ADD leaves nothing outside the
+	// container's namespace and delegates to no IPAM (its GC is
+	// NothingToCollect): no record of its attachments is needed, so
+	// BeforeAdd is not called for it (see BeforeAdd).
+	NoHostState bool
+
 	// Validate checks a complete config (the plugin's stdin) offline:
 	// every key and value, interface-name lengths, and the config of an
 	// IPAM plugin registered in this binary (ValidateIPAM). It changes
@@ -48,6 +55,56 @@ type Plugin struct {
 	// Mistakes are *Error with CodeInvalidNetworkConfig whose message
 	// starts with the key path ("ipam.ranges[0][0].subnet: ...").
 	Validate func(conf []byte) error
+
+	// Pools, for an IPAM plugin, lists the addresses a complete config
+	// hands out, found offline like Validate; nil when the plugin cannot
+	// say (dhcp: the server decides). Footprint, for an interface plugin,
+	// says which host resource its containers share with other networks
+	// (the bridge plugin's bridge) and the pools its IPAM hands out there.
+	// `nftcni validate` compares the footprints of every network of a
+	// configuration directory: two networks on one bridge with
+	// overlapping pools would hand out the same address twice.
+	Pools     func(conf []byte) ([]Pool, error)
+	Footprint func(conf []byte) (*Footprint, error)
+}
+
+// Pool is an inclusive range of addresses an IPAM config hands out.
+type Pool struct {
+	First, Last netip.Addr
+}
+
+// Overlaps reports whether p and o share an address.
+func (p Pool) Overlaps(o Pool) bool {
+	return p.First.BitLen() == o.First.BitLen() && !p.Last.Less(o.First) && !o.Last.Less(p.First)
+}
+
+func (p Pool) String() string {
+	if p.First == p.Last {
+		return p.First.String()
+	}
+	return p.First.String() + "-" + p.Last.String()
+}
+
+// Footprint is what a network's containers share on the host: networks
+// with the same Kind and Name compete for the addresses behind it.
+type Footprint struct {
+	Kind  string // "bridge"
+	Name  string // "cni0"
+	Pools []Pool
+}
+
+// IPAMPools runs the Pools hook of the IPAM plugin typ on conf (the
+// interface plugin's stdin); nil when typ is empty, not registered in this
+// binary, or cannot say.
+func IPAMPools(typ string, conf []byte) ([]Pool, error) {
+	if typ == "" {
+		return nil, nil
+	}
+	p := Lookup(typ)
+	if p == nil || p.Pools == nil {
+		return nil, nil
+	}
+	return p.Pools(conf)
 }
 
 // NothingToCollect is the GC handler of a plugin that leaves nothing
@@ -311,11 +368,7 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 		return nil, Errorf(CodeInvalidEnvironment, "required env variables [%s] missing", strings.Join(missing, ","))
 	}
 	if cmd == "VERSION" {
-		b, _ := json.Marshal(struct {
-			CNIVersion        string   `json:"cniVersion"`
-			SupportedVersions []string `json:"supportedVersions"`
-		}{CurrentVersion, p.versions()})
-		return append(b, '\n'), nil
+		return versionJSON(p.versions()), nil
 	}
 
 	stdin, err := io.ReadAll(inv.Stdin)
@@ -365,10 +418,19 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 			if p.Del == nil {
 				return nil, noHandler(p, cmd)
 			}
-			return nil, p.Del(ctx, a)
+			err := p.Del(ctx, a)
+			if err == nil && AfterDel != nil {
+				AfterDel(conf.Name, a)
+			}
+			return nil, err
 		}
 		if p.Add == nil {
 			return nil, noHandler(p, cmd)
+		}
+		if BeforeAdd != nil && !p.NoHostState {
+			if after := BeforeAdd(conf.Name, a); after != nil {
+				defer after()
+			}
 		}
 		res, err := p.Add(ctx, a)
 		if err != nil {
@@ -399,6 +461,51 @@ func dispatch(ctx context.Context, p *Plugin, inv Invocation, confVersion *strin
 	}
 	return nil, Errorf(CodeInvalidEnvironment, "unknown CNI_COMMAND: %s", cmd)
 }
+
+// versionJSON is the VERSION answer: what json.Marshal makes of
+// {cniVersion, supportedVersions}, and a newline. It is written out by hand
+// because VERSION is the one command that needs nothing else from the
+// process: encoding/json's first Marshal of a type builds its encoder by
+// reflection, which on a VERSION exec was most of the plugin's own work
+// (its code, type data and a stack growth; docs/performance.md, "The exec
+// floor"). Version strings are digits and dots; anything else goes
+// through encoding/json so the answer stays exact.
+func versionJSON(versions []string) []byte {
+	b := make([]byte, 0, 48+10*len(versions))
+	b = append(b, `{"cniVersion":"`+CurrentVersion+`","supportedVersions":`...)
+	if versions == nil {
+		return append(b, "null}\n"...)
+	}
+	b = append(b, '[')
+	for i, v := range versions {
+		if strings.Trim(v, "0123456789.") != "" {
+			s, _ := json.Marshal(v)
+			b = append(b, s...)
+		} else {
+			b = append(b, '"')
+			b = append(b, v...)
+			b = append(b, '"')
+		}
+		if i < len(versions)-1 {
+			b = append(b, ',')
+		}
+	}
+	return append(b, "]}\n"...)
+}
+
+// BeforeAdd and AfterDel, when set, wrap every ADD and DEL the dispatcher
+// serves, the in-process delegations included (BeforeAdd not for a plugin
+// with NoHostState): BeforeAdd runs once the
+// invocation is parsed and before the plugin changes anything (it may add
+// to a.Env, which delegates inherit), and the function it returns runs
+// when the ADD has returned; AfterDel runs after a successful DEL. The
+// binary sets them (cmd/nftcni: the attachment records of package
+// attachrec, which `nftcni gc --all` goes by); cni/ itself does nothing
+// with them, and tests that call plugins in-process run without them.
+var (
+	BeforeAdd func(network string, a *CmdArgs) (after func())
+	AfterDel  func(network string, a *CmdArgs)
+)
 
 // noHandler is the answer of a plugin that was never registered (Register
 // refuses such a plugin) and lacks the handler for cmd: an error, never an

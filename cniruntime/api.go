@@ -40,6 +40,13 @@ type Runtime struct {
 	// Stderr receives what a successful plugin wrote to stderr; nil means
 	// os.Stderr. A failed plugin's stderr is used for its error message.
 	Stderr io.Writer
+	// InProcess runs CHECK, STATUS and VERSION of plugins that are this
+	// very executable (a link to it in Path, registered in this process
+	// with cni.Register) in-process, one at a time, instead of exec'ing
+	// them; ignored with HostNS. These commands change nothing on the
+	// host, and a tool that runs hundreds of them (`nftcni list` CHECKs
+	// every attachment) saves a process start each. Not in libcni.
+	InProcess bool
 }
 
 func (r *Runtime) stderr() io.Writer {
@@ -68,6 +75,12 @@ type GCArgs struct {
 	// empty list (libcni would send null, which plugins cannot tell from
 	// "no list").
 	ValidAttachments []cni.Attachment
+	// PluginVersion, when set, is the cniVersion the plugins are sent GC
+	// with, whatever the list's: a list older than 1.1.0 has no GC, so
+	// without it nothing but cached attachments would ever be collected
+	// there. `nftcni gc --all` sets "1.1.0" for such a list when every
+	// plugin of it supports that version. Not in libcni.
+	PluginVersion string
 }
 
 // pluginDescription names a plugin in chain errors: type="x", plus
@@ -400,10 +413,14 @@ func (r *Runtime) GCNetworkList(ctx context.Context, list *NetworkConfigList, ar
 		}
 	}
 
-	if ok, _ := greaterThanOrEqual(list.CNIVersion, "1.1.0"); ok {
+	gcVersion := list.CNIVersion
+	if args != nil && args.PluginVersion != "" {
+		gcVersion = args.PluginVersion
+	}
+	if ok, _ := greaterThanOrEqual(gcVersion, "1.1.0"); ok {
 		inject := map[string]interface{}{
 			"name":       list.Name,
-			"cniVersion": list.CNIVersion,
+			"cniVersion": gcVersion,
 		}
 		if args != nil {
 			atts := args.ValidAttachments
@@ -466,4 +483,90 @@ func (r *Runtime) GetStatusNetworkList(ctx context.Context, list *NetworkConfigL
 		}
 	}
 	return nil
+}
+
+// Overlap is two networks whose containers would get the same addresses:
+// their plugins share one host resource (cni.Footprint.Shared: a bridge)
+// and their IPAM pools there overlap.
+type Overlap struct {
+	Kind, Name   string // what they share: bridge "cni0"
+	A, B         *NetworkConfigList
+	PoolA, PoolB cni.Pool
+}
+
+func (o Overlap) Error() string {
+	where := func(l *NetworkConfigList) string {
+		if l.File == "" {
+			return fmt.Sprintf("%q", l.Name)
+		}
+		return fmt.Sprintf("%q (%s)", l.Name, l.File)
+	}
+	return fmt.Sprintf("networks %s and %s share %s %q and hand out overlapping addresses (%s and %s): their containers would get the same addresses, and an ADD refuses one in use on the %s under the other network; give each network on %s %q a range of its own, or each network a %s of its own",
+		where(o.A), where(o.B), o.Kind, o.Name, o.PoolA, o.PoolB, o.Kind, o.Kind, o.Name, o.Kind)
+}
+
+// footprints asks the plugins of list registered in this process for
+// their cni.Plugin.Footprint. A config its plugin cannot read gives none:
+// ValidateNetworkList reports the mistake.
+func footprints(list *NetworkConfigList) []*cni.Footprint {
+	var out []*cni.Footprint
+	for _, net := range list.Plugins {
+		if net == nil || net.Network == nil {
+			continue
+		}
+		p := cni.Lookup(net.Network.Type)
+		if p == nil || p.Footprint == nil {
+			continue
+		}
+		conf, err := buildOneConfig(list.Name, list.CNIVersion, net, nil, nil)
+		if err != nil {
+			continue
+		}
+		if f, err := p.Footprint(conf.Bytes); err == nil && f != nil && f.Kind != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// FindOverlaps compares the networks of a configuration directory (or any
+// set of lists) pairwise and returns, in list order, every pair whose
+// containers would share addresses, one Overlap per pair (its first
+// overlapping pools). Only plugins registered in this process with a
+// Footprint hook are asked (the bridge plugin: its bridge, and its IPAM's
+// pools when the IPAM plugin is registered too); nothing on the host is
+// read.
+func FindOverlaps(lists []*NetworkConfigList) []Overlap {
+	fps := make([][]*cni.Footprint, len(lists))
+	for i, l := range lists {
+		fps[i] = footprints(l)
+	}
+	var out []Overlap
+	for i := range lists {
+		for j := i + 1; j < len(lists); j++ {
+			if o, ok := firstOverlap(fps[i], fps[j]); ok {
+				o.A, o.B = lists[i], lists[j]
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+func firstOverlap(a, b []*cni.Footprint) (Overlap, bool) {
+	for _, fa := range a {
+		for _, fb := range b {
+			if fa.Kind != fb.Kind || fa.Name != fb.Name {
+				continue
+			}
+			for _, pa := range fa.Pools {
+				for _, pb := range fb.Pools {
+					if pa.Overlaps(pb) {
+						return Overlap{Kind: fa.Kind, Name: fa.Name, PoolA: pa, PoolB: pb}, true
+					}
+				}
+			}
+		}
+	}
+	return Overlap{}, false
 }

@@ -54,6 +54,15 @@ type NetworkAttachment struct {
 	Result []byte `json:"-"`
 }
 
+// DecodedResult parses Result in the version it declares; nil, nil when
+// the cache file held none.
+func (a *NetworkAttachment) DecodedResult() (*cni.Result, error) {
+	if a.Result == nil {
+		return nil, nil
+	}
+	return decodeResultAuto(a.Result)
+}
+
 func (r *Runtime) cacheDir() string {
 	if r.CacheDir != "" {
 		return r.CacheDir

@@ -456,3 +456,76 @@ func greaterThanOrEqual(v, other string) (bool, error) {
 	c, err := cni.CompareVersions(v, other)
 	return c >= 0, err
 }
+
+// Directory is every network a configuration directory defines.
+type Directory struct {
+	// Networks are loaded as LoadNetworkConf(dir, name) would load each:
+	// conflists in name order first, then the single-plugin .conf and
+	// .json files sorted together; each name once, in that order.
+	Networks []*NetworkConfigList
+	// Shadowed are the files that declare a network an earlier file
+	// already declared: runtimes never load them.
+	Shadowed []ShadowedFile
+	// Skipped are the files that cannot be parsed, each error naming its
+	// file.
+	Skipped []error
+}
+
+// ShadowedFile is a file whose network another file defines first.
+type ShadowedFile struct {
+	File, Network, By string
+}
+
+// LoadDirectory loads every network of dir, for the tools that act on all
+// of a host's networks (`nftcni gc --all`, `list`, `validate` without a
+// name). A missing directory holds no networks.
+func LoadDirectory(dir string) (*Directory, error) {
+	d := &Directory{}
+	seen := map[string]string{}
+	add := func(list *NetworkConfigList) {
+		if by, ok := seen[list.Name]; ok {
+			d.Shadowed = append(d.Shadowed, ShadowedFile{File: list.File, Network: list.Name, By: by})
+			return
+		}
+		seen[list.Name] = list.File
+		d.Networks = append(d.Networks, list)
+	}
+	lists, err := ConfFiles(dir, []string{".conflist"})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(lists)
+	for _, f := range lists {
+		list, err := NetworkConfFromFile(f)
+		if err != nil {
+			d.Skipped = append(d.Skipped, err)
+			continue
+		}
+		add(list)
+	}
+	singles, err := ConfFiles(dir, []string{".conf", ".json"})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(singles)
+	for _, f := range singles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			d.Skipped = append(d.Skipped, fmt.Errorf("error reading %s: %w", f, err))
+			continue
+		}
+		conf, err := NetworkPluginConfFromBytes(data)
+		if err != nil {
+			d.Skipped = append(d.Skipped, fmt.Errorf("%s: %w", f, err))
+			continue
+		}
+		list, err := ConfListFromConf(conf)
+		if err != nil {
+			d.Skipped = append(d.Skipped, fmt.Errorf("%s: %w", f, err))
+			continue
+		}
+		list.File = f
+		add(list)
+	}
+	return d, nil
+}

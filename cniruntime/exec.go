@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nftcni/nftcni/cni"
@@ -33,11 +36,7 @@ func (r *Runtime) pluginEnv(command string, rt *RuntimeConf) []string {
 	}
 	var args string
 	if rt != nil {
-		entries := make([]string, len(rt.Args))
-		for i, kv := range rt.Args {
-			entries[i] = kv[0] + "=" + kv[1]
-		}
-		args = strings.Join(entries, ";")
+		args = joinArgs(rt.Args)
 	} else {
 		rt = &RuntimeConf{}
 	}
@@ -90,6 +89,9 @@ func (r *Runtime) findPlugin(net *PluginConfig) (string, error) {
 // with a message built from its output. With r.HostNS set, the plugin is
 // started inside that namespace instead of ours.
 func (r *Runtime) execPlugin(ctx context.Context, path string, stdin []byte, env []string) ([]byte, error) {
+	if p := r.inProcess(path, env); p != nil {
+		return r.runInProcess(ctx, p, stdin, env)
+	}
 	var lastErr error
 	for attempt := 0; attempt < busyAttempts; attempt++ {
 		if attempt > 0 {
@@ -263,4 +265,54 @@ func decodePluginInfo(b []byte) (*PluginInfo, error) {
 		return nil, errors.New("decoding version info: missing field supportedVersions")
 	}
 	return &info, nil
+}
+
+// readOnlyCommands are the commands Runtime.InProcess applies to.
+var readOnlyCommands = []string{"CNI_COMMAND=CHECK", "CNI_COMMAND=STATUS", "CNI_COMMAND=VERSION"}
+
+// inProcess returns the registered plugin to run in-process for a call of
+// the plugin at path with env, or nil to exec it (see Runtime.InProcess).
+func (r *Runtime) inProcess(path string, env []string) *cni.Plugin {
+	if !r.InProcess || r.HostNS != nil {
+		return nil
+	}
+	readOnly := false
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], "CNI_COMMAND=") {
+			readOnly = slices.Contains(readOnlyCommands, env[i])
+			break
+		}
+	}
+	if !readOnly {
+		return nil
+	}
+	p := cni.Lookup(filepath.Base(path))
+	if p == nil || !cni.IsSelf(path) {
+		return nil
+	}
+	return p
+}
+
+// inProcessMu runs in-process plugins one at a time: plugin code is
+// written for a process of its own and is not meant to run concurrently
+// with itself.
+var inProcessMu sync.Mutex
+
+// runInProcess is execPlugin for a plugin of this executable: the same
+// stdin, environment and error decoding, without the process.
+func (r *Runtime) runInProcess(ctx context.Context, p *cni.Plugin, stdin []byte, env []string) ([]byte, error) {
+	inProcessMu.Lock()
+	defer inProcessMu.Unlock()
+	var stdout, stderr bytes.Buffer
+	status := cni.Run(ctx, p, cni.Invocation{
+		Env: cni.EnvFromList(env), Environ: env,
+		Stdin: bytes.NewReader(stdin), Stdout: &stdout, Stderr: &stderr,
+	})
+	if status != 0 {
+		return nil, pluginError(fmt.Errorf("exit status %d", status), stdout.Bytes(), stderr.Bytes())
+	}
+	if stderr.Len() > 0 {
+		_, _ = stderr.WriteTo(r.stderr())
+	}
+	return stdout.Bytes(), nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/nftcni/nftcni/attachrec"
 )
 
 // allVersions is every spec version the IPAM plugins advertise, in the
@@ -41,6 +43,9 @@ func setup(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	// The plugins' attachment records (package attachrec) stay in the
+	// run's own directory, not the machine's /run/nftcni.
+	os.Setenv(attachrec.EnvDir, filepath.Join(tmp, "records"))
 	if err := install(tmp); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance setup: %v\n", err)
 		return 1

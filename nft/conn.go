@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,10 +153,34 @@ func nfgenmsg(family byte, resID uint16) []byte {
 // ruleset changed while it was being read. Update retries it.
 var errInterrupted = errors.New("nftables dump interrupted by a concurrent change")
 
+// dumpAttempts bounds how often request redoes a dump the kernel flagged
+// as interrupted before it returns errInterrupted.
+const dumpAttempts = 4
+
 // request sends one non-batched request and returns its reply: all parts
 // of a dump, or the single answer to a GET. Kernel errors come back as the
-// errno (errors.Is(err, unix.ENOENT) works).
+// errno (errors.Is(err, unix.ENOENT) works). A dump interrupted by a
+// concurrent change is redone at once: its parts may mix two rulesets,
+// and a read outside Update (CHECK's, which must not fail because another
+// container came or went meanwhile) has no other retry; inside Update the
+// generation check still covers the read as a whole.
 func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	if typ != unix.NFT_MSG_GETGEN && c.nsID != "" && readCacheOn() {
+		return c.cachedRequest(typ, family, flags, attrs)
+	}
+	return c.uncachedRequest(typ, family, flags, attrs)
+}
+
+func (c *Conn) uncachedRequest(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	for attempt := 1; ; attempt++ {
+		msgs, err := c.requestOnce(typ, family, flags, attrs)
+		if !errors.Is(err, errInterrupted) || attempt == dumpAttempts {
+			return msgs, err
+		}
+	}
+}
+
+func (c *Conn) requestOnce(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	data := nfgenmsg(family, 0)
 	if len(attrs) > 0 {
 		b, err := netlink.MarshalAttributes(attrs)
@@ -182,6 +207,110 @@ func (c *Conn) request(typ int, family byte, flags netlink.HeaderFlags, attrs []
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// readCache holds EnableReadCache's replies, by namespace and request.
+var readCache struct {
+	sync.Mutex
+	on      bool
+	entries map[string]cachedReply
+	decoded map[*netlink.Message]any // by the first message of a reply
+}
+
+type cachedReply struct {
+	gen  uint32
+	msgs []netlink.Message
+}
+
+// decodedOnce returns decode's result for the reply msgs, reusing the
+// result for the very same kept reply (EnableReadCache): decoding a set of
+// hundreds of elements costs more than reading it.
+func decodedOnce[T any](msgs []netlink.Message, decode func() ([]T, error)) ([]T, error) {
+	if len(msgs) == 0 || !readCacheOn() {
+		return decode()
+	}
+	key := &msgs[0]
+	readCache.Lock()
+	v, ok := readCache.decoded[key]
+	readCache.Unlock()
+	if ok {
+		return slices.Clone(v.([]T)), nil
+	}
+	out, err := decode()
+	if err == nil {
+		readCache.Lock()
+		if readCache.decoded == nil {
+			readCache.decoded = map[*netlink.Message]any{}
+		}
+		readCache.decoded[key] = slices.Clone(out)
+		readCache.Unlock()
+	}
+	return out, err
+}
+
+// EnableReadCache lets every read of this process reuse the reply to the
+// same request in the same namespace while the ruleset generation it was
+// read at is still current: before a kept reply is used, the generation
+// is read (one small request), and any commit, anyone's, makes the next
+// read go to the kernel again. Nothing changes what a read returns: with
+// the generation unchanged, the kernel would answer the same. (Elements a
+// packet adds to a dynamic set do not change the generation; our tables
+// have no such sets, and in other owners' chains only rules are read.)
+//
+// For a tool that runs many read-only checks in one process: `nftcni
+// list` runs every attachment's CHECK, and each CHECK of portmap and of
+// the firewall reads whole chains and sets that grow with the number of
+// attachments — the same ones each time. Plugins never enable it: an ADD,
+// DEL or GC reads what it needs once.
+// The returned function turns it off again and forgets every kept reply.
+func EnableReadCache() (disable func()) {
+	readCache.Lock()
+	readCache.on = true
+	readCache.Unlock()
+	return func() {
+		readCache.Lock()
+		readCache.on, readCache.entries, readCache.decoded = false, nil, nil
+		readCache.Unlock()
+	}
+}
+
+func readCacheOn() bool {
+	readCache.Lock()
+	defer readCache.Unlock()
+	return readCache.on
+}
+
+// cachedRequest is request through the read cache.
+func (c *Conn) cachedRequest(typ int, family byte, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	gen, err := c.genID()
+	if err != nil {
+		return c.uncachedRequest(typ, family, flags, attrs)
+	}
+	b, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return c.uncachedRequest(typ, family, flags, attrs)
+	}
+	key := fmt.Sprintf("%s/%d/%d/%d/%x", c.nsID, typ, family, flags, b)
+	readCache.Lock()
+	e, ok := readCache.entries[key]
+	readCache.Unlock()
+	if ok && e.gen == gen {
+		return e.msgs, nil
+	}
+	msgs, err := c.uncachedRequest(typ, family, flags, attrs)
+	if err != nil {
+		return msgs, err
+	}
+	// Kept only when nothing was committed while it was read.
+	if now, err := c.genID(); err == nil && now == gen {
+		readCache.Lock()
+		if readCache.entries == nil {
+			readCache.entries = map[string]cachedReply{}
+		}
+		readCache.entries[key] = cachedReply{gen: gen, msgs: msgs}
+		readCache.Unlock()
+	}
+	return msgs, nil
 }
 
 // genID reads the ruleset generation id (NFT_MSG_GETGEN). Every committed

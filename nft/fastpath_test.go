@@ -190,3 +190,48 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}
 	nfttest.ExpectOwned(t, ns, "after both Teardowns")
 }
+
+// TestLiveReadCache: with the read cache on, reads answer what the kernel
+// holds: the same again while nothing is committed, and what a commit of
+// another socket changed right after it.
+func TestLiveReadCache(t *testing.T) {
+	ns := privtest.NewNS(t)
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := nft.Owner{Network: "rc", ContainerID: "aaaa", IfName: "eth0"}
+	fixture(t, c, a)
+	defer nft.EnableReadCache()()
+	keys := func() []byte {
+		t.Helper()
+		els, err := c.Elements(hash4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		for _, e := range els {
+			out = append(out, e.Key...)
+		}
+		return out
+	}
+	first := keys()
+	if again := keys(); !slices.Equal(again, first) || len(first) != 4 {
+		t.Fatalf("read twice: %v, then %v", first, again)
+	}
+	other, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Update(func(tx *nft.Tx) error {
+		tx.Batch().AddElements(hash4, []nft.Element{{Key: []byte{10, 7, 0, 6}, Comment: a.Tag()}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(); len(got) != 8 {
+		t.Fatalf("after another socket's commit the read still says %v", got)
+	}
+}

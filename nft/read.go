@@ -126,7 +126,7 @@ func (c *Conn) elements(s *nftables.Set) ([]Element, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading elements of set %s %s %s: %w", familyName(s.Table.Family), s.Table.Name, s.Name, err)
 	}
-	return appendElements(nil, s, msgs)
+	return decodedOnce(msgs, func() ([]Element, error) { return appendElements(nil, s, msgs) })
 }
 
 // appendElements decodes the elements of set s in the NEWSETELEM messages
@@ -232,18 +232,20 @@ func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
 	}
-	var out []Rule
-	for _, m := range msgs {
-		r, table, chain, err := decodeRule(m)
-		if err != nil {
-			return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
+	return decodedOnce(msgs, func() ([]Rule, error) {
+		var out []Rule
+		for _, m := range msgs {
+			r, table, chain, err := decodeRule(m)
+			if err != nil {
+				return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
+			}
+			// Kernels filter the dump by table and chain; check anyway.
+			if r != nil && table == ch.Table.Name && chain == ch.Name {
+				out = append(out, *r)
+			}
 		}
-		// Kernels filter the dump by table and chain; check anyway.
-		if r != nil && table == ch.Table.Name && chain == ch.Name {
-			out = append(out, *r)
-		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // decodeRule reads handle, comment, table and chain of a NEWRULE message;

@@ -26,8 +26,13 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
   check  <network> <netns>   CHECK the attachment against its cached result
   del    <network> <netns>   detach (works when the namespace is already gone)
   gc     <network> [<netns>] delete cached attachments whose namespace is gone, then GC
+  gc --all [-n]              the same for every network, also for attachments a crash left
+                             uncached; never touches a live one or an ADD in flight
   status <network> [<netns>] ask every plugin of the network whether it can ADD
-  validate <network>         check that every plugin exists and supports the version
+  list [-o json]             every attachment on the host: network, container, interface,
+                             namespace, addresses, host ports, and what CHECK says (drift)
+  validate [<network>]       check a network (or every one, and the directory as a whole:
+                             networks sharing a bridge with overlapping ranges) offline
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
                              run CMD in a throwaway namespace attached to the networks
 
@@ -65,6 +70,8 @@ func cli(args []string) int {
 		err = cmdGC(args[1:], os.Stderr)
 	case "status":
 		err = cmdStatus(args[1:])
+	case "list":
+		err = cmdList(args[1:], os.Stdout)
 	case "validate":
 		err = cmdValidate(args[1:], os.Stdout)
 	case "run":
@@ -147,12 +154,11 @@ func install(args []string) error {
 
 // copyExecutable writes src to dst through a temporary file and a rename,
 // so a plugin being exec'd concurrently never sees a half-written binary.
+// The copy is read back into the page cache in large folios before the
+// rename (readBackHuge), which needs a file that nothing maps yet: even
+// when src is dst (`nftcni install` into its own directory), a new copy
+// replaces it; the running binary keeps the old one.
 func copyExecutable(src, dst string) error {
-	if a, err := os.Stat(src); err == nil {
-		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
-			return nil
-		}
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -171,6 +177,7 @@ func copyExecutable(src, dst string) error {
 		tmp.Close()
 		return err
 	}
+	readBackHuge(tmp)
 	if err := tmp.Close(); err != nil {
 		return err
 	}

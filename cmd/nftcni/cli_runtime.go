@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/netns"
@@ -296,25 +298,53 @@ func parseNetworkOnly(cmd string, args []string, maxArgs int) (*rtEnv, *cnirunti
 // the valid ones instead: only attachments whose container is gone are
 // deleted, and plugins are told exactly which ones to keep.
 func cmdGC(args []string, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-all" || a == "--all" || strings.HasPrefix(a, "-all=") || strings.HasPrefix(a, "--all=") {
+			return cmdGCAll(args, os.Stdout, stderr)
+		}
+	}
 	env, list, err := parseNetworkOnly("gc", args, 2)
 	if err != nil {
 		return err
 	}
-	atts, err := env.runtime.GetCachedAttachments("")
+	// Like gc --all: under the network's lock, and an attachment our ADD
+	// recorded is valid while its namespace exists even if the runtime
+	// has not cached it (yet): an ADD in flight is never collected.
+	recDir := attachrec.Dir(os.Getenv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	unlock, err := attachrec.Lock(ctx, recDir, list.Name)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	atts, err := env.runtime.ProbeCachedAttachments("")
 	if err != nil {
 		return fmt.Errorf("reading the result cache: %w", err)
 	}
+	recs, err := attachrec.List(recDir, list.Name)
+	if err != nil {
+		return fmt.Errorf("reading the attachment records: %w", err)
+	}
 	valid := []cni.Attachment{}
+	recorded := map[cni.Attachment]bool{}
+	for _, r := range recs {
+		if st, _ := netns.Probe(r.NetNS); st != netns.Gone {
+			at := cni.Attachment{ContainerID: r.ContainerID, IfName: r.IfName}
+			recorded[at] = true
+			valid = append(valid, at)
+		}
+	}
 	for _, a := range atts {
-		if a.Network != list.Name {
+		at := cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}
+		if a.Network != list.Name || recorded[at] {
 			continue
 		}
-		state, why := netns.Probe(a.NetNS)
-		if state == netns.Gone {
-			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, why)
+		if !a.Live() {
+			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, a.NetNSWhy)
 			continue
 		}
-		valid = append(valid, cni.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+		valid = append(valid, at)
 	}
 	return env.runtime.GCNetworkList(context.Background(), list, &cniruntime.GCArgs{ValidAttachments: valid})
 }
@@ -327,18 +357,61 @@ func cmdStatus(args []string) error {
 	return env.runtime.GetStatusNetworkList(context.Background(), list)
 }
 
-// cmdValidate checks the network offline: every plugin (and IPAM plugin)
+// cmdValidate checks a network offline — or, without a name, every
+// network of the configuration directory: every plugin (and IPAM plugin)
 // is installed and supports the network's version, and every plugin's
 // complete config passes that plugin's own checks (cni.Plugin.Validate:
-// the same ones its ADD makes before touching anything). Nothing on the
-// host is changed. It prints what the network is made of, or every
-// problem on a line of its own, each naming the file, the plugin and the
-// key.
+// the same ones its ADD makes before touching anything). Across the
+// directory it also names networks that share a bridge with overlapping
+// address pools (cniruntime.FindOverlaps), files never loaded because an
+// earlier file defines their network, and files that cannot be parsed.
+// Nothing on the host is changed. It prints what each network is made
+// of, or every problem on a line of its own, naming the file, the plugin
+// and the key.
 func cmdValidate(args []string, stdout io.Writer) error {
-	env, list, err := parseNetworkOnly("validate", args, 1)
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	common := addCommonFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: nftcni validate [-cache-dir DIR] [-host-netns PATH] [<network>]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return errUsage
+	}
+	env, err := loadEnv(common)
 	if err != nil {
 		return err
 	}
+	if fs.NArg() == 0 {
+		return validateDirectory(env, stdout)
+	}
+	list, err := env.loadNetwork(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	summary, err := validateOne(env, list)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	dir, derr := cniruntime.LoadDirectory(env.confDir)
+	if derr == nil {
+		problems = append(problems, directoryProblems(dir, list.Name)...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("network %q is not valid:\n%s", list.Name, strings.Join(problems, "\n"))
+	}
+	_, err = fmt.Fprint(stdout, summary)
+	return err
+}
+
+// validateOne checks one network and returns its summary, or its problems
+// as one error, one indented line each.
+func validateOne(env *rtEnv, list *cniruntime.NetworkConfigList) (string, error) {
 	caps, err := env.runtime.ValidateNetworkList(context.Background(), list)
 	var problems cniruntime.ValidationErrors
 	if errors.As(err, &problems) {
@@ -346,10 +419,10 @@ func cmdValidate(args []string, stdout io.Writer) error {
 		for i, p := range problems {
 			lines[i] = "  " + p.Error()
 		}
-		return fmt.Errorf("network %q is not valid:\n%s", list.Name, strings.Join(lines, "\n"))
+		return "", errors.New(strings.Join(lines, "\n"))
 	}
 	if err != nil {
-		return fmt.Errorf("network %q: %w", list.Name, err)
+		return "", fmt.Errorf("  %w", err)
 	}
 	var types []string
 	for _, p := range list.Plugins {
@@ -363,7 +436,60 @@ func cmdValidate(args []string, stdout io.Writer) error {
 	if v == "" {
 		v = `"" (0.1.0)`
 	}
-	_, err = fmt.Fprintf(stdout, "network %q: ok\ncniVersion: %s\nplugins: %s\ncapabilities: %s\n",
-		list.Name, v, strings.Join(types, ", "), capText)
-	return err
+	return fmt.Sprintf("network %q: ok\ncniVersion: %s\nplugins: %s\ncapabilities: %s\n",
+		list.Name, v, strings.Join(types, ", "), capText), nil
+}
+
+// directoryProblems are the problems of the directory as a whole that
+// concern network (every one when network is empty), one indented line
+// each.
+func directoryProblems(dir *cniruntime.Directory, network string) []string {
+	var out []string
+	for _, o := range cniruntime.FindOverlaps(dir.Networks) {
+		if network == "" || o.A.Name == network || o.B.Name == network {
+			out = append(out, "  "+o.Error())
+		}
+	}
+	for _, sf := range dir.Shadowed {
+		if network == "" || sf.Network == network {
+			out = append(out, fmt.Sprintf("  %s: network %q is defined by %s already, which is the one runtimes load: this file is never used; give it a name of its own or remove it", sf.File, sf.Network, sf.By))
+		}
+	}
+	if network == "" {
+		for _, e := range dir.Skipped {
+			out = append(out, fmt.Sprintf("  cannot be parsed, so no runtime loads it: %v", e))
+		}
+	}
+	return out
+}
+
+// validateDirectory is `nftcni validate` without a network: every network
+// of NETCONFPATH, then the directory as a whole.
+func validateDirectory(env *rtEnv, stdout io.Writer) error {
+	dir, err := cniruntime.LoadDirectory(env.confDir)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", env.confDir, err)
+	}
+	var bad []string
+	var lines []string
+	for _, list := range dir.Networks {
+		summary, err := validateOne(env, list)
+		if err != nil {
+			bad = append(bad, list.Name)
+			lines = append(lines, fmt.Sprintf("network %q is not valid:\n%v", list.Name, err))
+			continue
+		}
+		first, _, _ := strings.Cut(summary, "\n")
+		fmt.Fprintf(stdout, "%s (%s)\n", first, list.File)
+	}
+	across := directoryProblems(dir, "")
+	if len(across) > 0 {
+		lines = append(lines, fmt.Sprintf("%s as a whole:\n%s", env.confDir, strings.Join(across, "\n")))
+	}
+	if len(lines) == 0 {
+		_, err := fmt.Fprintf(stdout, "%d networks in %s: ok\n", len(dir.Networks), env.confDir)
+		return err
+	}
+	return fmt.Errorf("%s: %d of %d networks not valid, %d %s across networks:\n%s",
+		env.confDir, len(bad), len(dir.Networks), len(across), plural(len(across), "problem", "problems"), strings.Join(lines, "\n"))
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -126,23 +127,28 @@ type cliEnv struct {
 	// hostNS, when set, is given to every runtime command as -host-netns,
 	// so the plugins run in a throwaway namespace, never the machine's.
 	hostNS string
+	host   *netns.NS // hostNS, open
+	// recDir holds the attachment records (package attachrec) of the
+	// test's plugins and commands.
+	recDir string
 }
 
 func newCLI(t *testing.T) *cliEnv {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cliEnv{t: t, bin: nftcniBin(t), confDir: filepath.Join(dir, "net.d"),
-		cacheDir: filepath.Join(dir, "cache"), nsDir: filepath.Join(dir, "netns")}
+		cacheDir: filepath.Join(dir, "cache"), nsDir: filepath.Join(dir, "netns"), recDir: filepath.Join(dir, "records")}
 	if err := os.MkdirAll(c.confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if os.Geteuid() == 0 {
-		c.hostNS = privtest.NewNS(t).Path()
+		c.host = privtest.NewNS(t)
+		c.hostNS = c.host.Path()
 	}
 	return c
 }
 
-var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true}
+var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true, "list": true}
 
 func (c *cliEnv) conf(name, content string) {
 	c.t.Helper()
@@ -166,6 +172,7 @@ func (c *cliEnv) command(args ...string) *exec.Cmd {
 		"CNI_PATH="+c.bin,
 		"NFTCNI_CACHE_DIR="+c.cacheDir,
 		"NFTCNI_NETNS_DIR="+c.nsDir,
+		attachrec.EnvDir+"="+c.recDir,
 		"CNI_IFNAME=", "CNI_ARGS=", "CAP_ARGS=",
 	)
 	cmd.Env = append(cmd.Env, c.extra...)

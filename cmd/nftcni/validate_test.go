@@ -101,3 +101,54 @@ func TestValidateNamesFilePluginField(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateDirectory: `nftcni validate` without a network checks every
+// network of the directory and the directory as a whole: a conflist copied
+// under a new name onto the same bridge with the same range is named, with
+// both networks and files, as is a copy that kept its name (never loaded);
+// networks on another bridge, or on the same bridge with ranges of their
+// own, are fine. `validate <network>` reports the overlap of that network.
+func TestValidateDirectory(t *testing.T) {
+	c := newCLI(t)
+	store := t.TempDir()
+	net := func(name, bridge, ranges string) string {
+		return `{"cniVersion":"1.0.0","name":"` + name + `","plugins":[{"type":"bridge","bridge":"` + bridge + `","isGateway":true,"ipMasq":true,` +
+			`"ipam":{"type":"host-local","dataDir":"` + store + `","ranges":[` + ranges + `]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
+	}
+	c.conf("10-podman.conflist", net("podman", "cni-podman0", `[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}]`))
+	c.conf("20-other.conflist", net("other", "cni-other0", `[{"subnet":"10.88.0.0/16"}]`)) // another bridge
+	c.conf("30-half.conflist", net("half", "cni-podman0", `[{"subnet":"10.89.0.0/24"}]`))  // same bridge, own range
+	out := c.run("validate")
+	if out.status != 0 || !strings.Contains(out.stdout, "3 networks in "+c.confDir+": ok") {
+		t.Fatalf("a directory without overlaps: %d %q %q", out.status, out.stdout, out.stderr)
+	}
+
+	c.conf("11-podman-copy.conflist", net("podman-copy", "cni-podman0", `[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}],[{"subnet":"fd00:88::/64"}]`))
+	c.conf("12-podman-dup.conflist", net("podman", "cni-podman0", `[{"subnet":"10.90.0.0/16"}]`))
+	out = c.run("validate")
+	t.Logf("nftcni validate:\n%s%s", out.stdout, out.stderr)
+	overlap := `  networks "podman" (` + filepath.Join(c.confDir, "10-podman.conflist") + `) and "podman-copy" (` + filepath.Join(c.confDir, "11-podman-copy.conflist") +
+		`) share bridge "cni-podman0" and hand out overlapping addresses (10.88.0.1-10.88.255.254 and 10.88.0.1-10.88.255.254): their containers would get the same addresses, and an ADD refuses one in use on the bridge under the other network; give each network on bridge "cni-podman0" a range of its own, or each network a bridge of its own`
+	shadowed := `  ` + filepath.Join(c.confDir, "12-podman-dup.conflist") + `: network "podman" is defined by ` + filepath.Join(c.confDir, "10-podman.conflist") +
+		` already, which is the one runtimes load: this file is never used; give it a name of its own or remove it`
+	for _, want := range []string{
+		"nftcni: " + c.confDir + ": 0 of 4 networks not valid, 2 problems across networks:\n" + c.confDir + " as a whole:\n" + overlap + "\n" + shadowed + "\n",
+	} {
+		if out.status != 1 || out.stderr != want {
+			t.Errorf("status %d, stderr\n%s\nwant\n%s", out.status, out.stderr, want)
+		}
+	}
+	for _, n := range []string{"podman", "podman-copy", "other", "half"} {
+		if !strings.Contains(out.stdout, `network "`+n+`": ok (`) {
+			t.Errorf("stdout lacks network %q: %s", n, out.stdout)
+		}
+	}
+
+	out = c.run("validate", "podman-copy")
+	if out.status != 1 || out.stderr != `nftcni: network "podman-copy" is not valid:`+"\n"+overlap+"\n" {
+		t.Errorf("validate podman-copy: %d %q", out.status, out.stderr)
+	}
+	if out := c.run("validate", "other"); out.status != 0 {
+		t.Errorf("validate other: %d %q", out.status, out.stderr)
+	}
+}

@@ -27,6 +27,7 @@ const module = "github.com/nftcni/nftcni"
 var rules = map[string][]string{
 	"crashpoint": {},
 	"atomicfile": {"crashpoint"},
+	"attachrec":  {"atomicfile"},
 	"netns":      {},
 	"nlerr":      {},
 	"cni":        {"crashpoint"},
@@ -103,6 +104,12 @@ func imports(t *testing.T, root string) map[string][]string {
 		if d.IsDir() {
 			name := d.Name()
 			if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || slices.Contains(notProduct, rel)) {
+				return filepath.SkipDir
+			}
+			// A directory with a go.mod of its own (packaging/) is another
+			// module: the product cannot import it, nor it the product's
+			// internals, so it has no place in these layers.
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); rel != "." && err == nil {
 				return filepath.SkipDir
 			}
 			return nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -52,7 +53,9 @@ func Main(m *testing.M) {
 		os.Exit(code)
 	}
 	privtest.HideSystemBus()
+	cleanRecords := IsolateRecords()
 	code := m.Run()
+	cleanRecords()
 	buildMu.Lock()
 	for _, b := range builds {
 		if b.dir != "" {
@@ -61,6 +64,19 @@ func Main(m *testing.M) {
 	}
 	buildMu.Unlock()
 	os.Exit(code)
+}
+
+// IsolateRecords points the attachment records (package attachrec) of
+// this process and of every plugin it runs at a temporary directory of
+// its own, so that tests never write into the machine's
+// /run/nftcni; the returned function removes it. Main calls it.
+func IsolateRecords() (cleanup func()) {
+	dir, err := os.MkdirTemp("", "nftcni-test-records-")
+	if err != nil {
+		return func() {}
+	}
+	os.Setenv(attachrec.EnvDir, dir)
+	return func() { os.RemoveAll(dir) }
 }
 
 // moduleRoot is the directory holding go.mod, as the go command sees it.

@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/internal/privtest"
 )
@@ -52,6 +54,7 @@ func (c Call) environ(defaultPath string) []string {
 		path = defaultPath
 	}
 	add("CNI_PATH", path)
+	add(attachrec.EnvDir, os.Getenv(attachrec.EnvDir)) // IsolateRecords
 	return append(env, c.Extra...)
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
@@ -38,4 +40,44 @@ func Files(t testing.TB, dir string) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
+}
+
+// FreePages is how many blocks of the file system holding dir are free,
+// in its own block size (a page on tmpfs).
+func FreePages(t testing.TB, dir string) int {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int(st.Bfree)
+}
+
+// LeaveFree fills the file system holding dir until exactly free blocks
+// are left, with one filler file in dir (named ".filler", which the store
+// never takes for a reservation), and returns a function that removes it
+// again. Meant for a small file system a test made (privtest.SmallFS),
+// never for the machine's own.
+func LeaveFree(t testing.TB, dir string, free int) (restore func()) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	fill := int(st.Bfree) - free
+	if fill < 0 {
+		t.Fatalf("%s has %d free blocks, fewer than the %d wanted", dir, st.Bfree, free)
+	}
+	name := filepath.Join(dir, ".filler")
+	if err := os.WriteFile(name, make([]byte, fill*int(st.Bsize)), 0o600); err != nil {
+		t.Fatalf("filling %s: %v", dir, err)
+	}
+	if got := FreePages(t, dir); got != free {
+		t.Fatalf("%s: %d blocks free after filling, want %d", dir, got, free)
+	}
+	return func() {
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -94,16 +94,11 @@ func (s *store) allocateNext(a allocation, l listing) (*cni.IPConfig, error) {
 				return nil, err
 			}
 		}
-		claimed, err := res.claim(ip)
+		taken, err := res.take(ip, a.idx)
 		if err != nil {
 			return nil, err
 		}
-		if claimed {
-			// Like the reference: a failure to record the hint fails the
-			// ADD but the address file stays.
-			if err := s.writeLastReserved(a.idx, ip); err != nil {
-				return nil, err
-			}
+		if taken {
 			return ipConfig(r, ip), nil
 		}
 	}
@@ -116,14 +111,7 @@ func (s *store) reserve(a allocation, ip netip.Addr) (bool, error) {
 		return false, err
 	}
 	defer res.discard()
-	ok, err := res.claim(ip)
-	if err != nil || !ok {
-		return false, err
-	}
-	if err := s.writeLastReserved(a.idx, ip); err != nil {
-		return false, err
-	}
-	return true, nil
+	return res.take(ip, a.idx)
 }
 
 func ipConfig(r *Range, ip netip.Addr) *cni.IPConfig {

@@ -25,6 +25,7 @@ var Plugin = &cni.Plugin{
 	GC:       cmdGC,
 	Status:   cmdStatus,
 	Validate: validate,
+	Pools:    pools,
 }
 
 // cmdAdd takes one address from every range set, in list order.
@@ -140,4 +141,20 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 		return fmt.Errorf("host-local: Failed to find address added by container %v", a.ContainerID)
 	}
 	return nil
+}
+
+// pools is the plugin's cni.Plugin.Pools: every range of every range set,
+// from rangeStart to rangeEnd (what ADD may hand out, gateways aside).
+func pools(conf []byte) ([]cni.Pool, error) {
+	c, err := LoadConfig(conf, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []cni.Pool
+	for _, set := range c.Ranges {
+		for _, r := range set {
+			out = append(out, cni.Pool{First: r.RangeStart, Last: r.RangeEnd})
+		}
+	}
+	return out, nil
 }

@@ -132,6 +132,36 @@ func (r *reservation) claim(addr netip.Addr) (bool, error) {
 	return true, nil
 }
 
+// take claims addr and records it as range set idx's last reserved
+// address, as one step: when the hint cannot be written (a full file
+// system: the reservation's page was the last one), the claim is undone
+// and the error returned, so the failed ADD leaves neither the address
+// file nor its owner link. The reference keeps the address file there; its
+// own caller releases it only when an earlier range set succeeded, and
+// since our failed IPAM ADD is never followed by IPAM DEL
+// (vethplugin.DelegateAdd), nothing else would. false means the name is
+// taken.
+func (r *reservation) take(addr netip.Addr, idx int) (bool, error) {
+	ok, err := r.claim(addr)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := r.s.writeLastReserved(idx, addr); err != nil {
+		r.unclaim(addr)
+		return false, err
+	}
+	return true, nil
+}
+
+// unclaim removes the names claim linked for addr: the owner link first,
+// then the address file (the order of store.remove). Both were linked by
+// this process under the lock it still holds, so they are its own.
+func (r *reservation) unclaim(addr netip.Addr) {
+	name := addr.String()
+	_ = unix.Unlinkat(r.s.dirFD, ownerLink(r.hash, name), 0)
+	_ = unix.Unlinkat(r.s.dirFD, name, 0)
+}
+
 // discard removes the temp file; linked names stay.
 func (r *reservation) discard() { _ = unix.Unlinkat(r.s.dirFD, r.tmp, 0) }
 

@@ -23,13 +23,15 @@ import (
 // and does not even read the config, like the reference; GC has nothing to
 // collect; its addresses come from the config, so it is always ready.
 var Plugin = &cni.Plugin{
-	Name:     "static",
-	Add:      cmdAdd,
-	Del:      func(context.Context, *cni.CmdArgs) error { return nil },
-	Check:    cmdCheck,
-	GC:       cni.NothingToCollect,
-	Status:   cni.AlwaysReady,
-	Validate: validate,
+	Name:        "static",
+	Add:         cmdAdd,
+	Del:         func(context.Context, *cni.CmdArgs) error { return nil },
+	Check:       cmdCheck,
+	GC:          cni.NothingToCollect,
+	NoHostState: true,
+	Status:      cni.AlwaysReady,
+	Validate:    validate,
+	Pools:       pools,
 }
 
 type netConf struct {
@@ -254,4 +256,17 @@ func validate(conf []byte) error {
 		}
 	}
 	return cni.ConfigError("ipam", "%v", err)
+}
+
+// pools is the plugin's cni.Plugin.Pools: every configured address.
+func pools(conf []byte) ([]cni.Pool, error) {
+	c, err := load(conf, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cni.Pool, 0, len(c.addrs))
+	for _, a := range c.addrs {
+		out = append(out, cni.Pool{First: a.prefix.Addr(), Last: a.prefix.Addr()})
+	}
+	return out, nil
 }

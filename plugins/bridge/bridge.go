@@ -34,13 +34,14 @@ import (
 
 // Plugin is the bridge plugin.
 var Plugin = &cni.Plugin{
-	Name:     "bridge",
-	Add:      cmdAdd,
-	Del:      cmdDel,
-	Check:    cmdCheck,
-	GC:       cmdGC,
-	Status:   cmdStatus,
-	Validate: validate,
+	Name:      "bridge",
+	Add:       cmdAdd,
+	Del:       cmdDel,
+	Check:     cmdCheck,
+	GC:        cmdGC,
+	Status:    cmdStatus,
+	Validate:  validate,
+	Footprint: footprint,
 }
 
 // Port-state wait after ADD: the reference sleeps 0, 50, 500, 1000 and
@@ -111,6 +112,17 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		if ir, err = add.DelegateAdd(ctx, conf.IPAM.Type); err != nil {
 			return nil, err
 		}
+		// An address in use on this bridge under another network
+		// (claims.go) fails the ADD here, before the container has it.
+		var addrs []netip.Addr
+		for _, ip := range ir.IPs {
+			addrs = append(addrs, ip.Address.Addr())
+		}
+		release, err := claimAddrs(hh, br, own, hostLink, addrs)
+		if err != nil {
+			return nil, err
+		}
+		add.Push("address claims", release)
 	}
 
 	if conf.MacSpoofChk {

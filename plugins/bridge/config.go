@@ -204,6 +204,24 @@ func (c *NetConf) check(stdin []byte) (net.HardwareAddr, error) {
 }
 
 // validate is the plugin's offline check (cni.Plugin.Validate).
+// footprint is the plugin's cni.Plugin.Footprint: its bridge, shared
+// with every network that names it, and the addresses its IPAM hands out
+// there (claims.go: an ADD refuses one that is in use on the bridge under
+// another network).
+func footprint(stdin []byte) (*cni.Footprint, error) {
+	c, err := loadConf(stdin, "")
+	if err != nil {
+		return nil, err
+	}
+	f := &cni.Footprint{Kind: "bridge", Name: c.BrName}
+	if c.IPAM.Type != "" {
+		if f.Pools, err = cni.IPAMPools(c.IPAM.Type, stdin); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
 func validate(stdin []byte) error {
 	c, err := loadConf(stdin, "")
 	if err != nil {

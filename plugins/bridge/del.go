@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/macspoof"
@@ -55,6 +56,11 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		if err := cni.DelegateDel(ctx, conf.IPAM.Type, a); err != nil {
 			errs = append(errs, err)
 		}
+		// After IPAM: a claim outliving its address only makes the next
+		// ADD of another network look at the veth it names.
+		if err := releaseClaims(conf.BrName, own); err != nil {
+			a.Logf("bridge: releasing address claims: %v", err)
+		}
 	}
 	return errors.Join(append(errs, masqErr)...)
 }
@@ -82,6 +88,11 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 		return errors.Join(errs...)
 	}
 	valid := ownertag.Valid(conf.Name, atts)
+	if conf.isL3() {
+		if err := gcClaims(conf.BrName, conf.Name, valid); err != nil {
+			errs = append(errs, fmt.Errorf("address claims: %w", err))
+		}
+	}
 	if conf.isL3() && conf.IPMasq {
 		if err := masq.GC(nil, conf.Name, valid); err != nil {
 			errs = append(errs, err)

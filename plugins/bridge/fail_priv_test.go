@@ -2,11 +2,14 @@ package bridge
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
+	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/internal/storetest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft"
 )
@@ -180,4 +183,31 @@ func TestFailedAddDuplicateAddress(t *testing.T) {
 	}
 	plugintest.WantLinks(t, hc, "lo")
 	plugintest.WantLinks(t, th.H, "lo", "br0", r1.Interfaces[1].Name)
+}
+
+// TestFailedAddFullStore: host-local's store has one free page left, which
+// its reservation takes; writing the last-reserved hint then fails with
+// ENOSPC. The failed ADD leaves nothing: no link, no reservation, no owner
+// link (it left both after IPAM DEL stopped following a failed IPAM ADD,
+// until host-local undid its own claim; ipam/hostlocal tests every level).
+func TestFailedAddFullStore(t *testing.T) {
+	t.Parallel()
+	plugintest.RequirePlugin(t, "host-local")
+	th := newHost(t)
+	root := privtest.SmallFS(t, 16)
+	dir := filepath.Join(root, "data")
+	ctr, hc := plugintest.NewCtr(t)
+	th.Add(ctr, "before", conf("1.0.0", plugintest.HostLocal(dir, "10.67.0.0/24"))) // store and hints exist
+	th.OK(plugintest.Cmd("DEL", ctr, "before", conf("1.0.0", plugintest.HostLocal(dir, "10.67.0.0/24"))))
+	storetest.LeaveFree(t, root, 1)
+	e := th.Fail(plugintest.Cmd("ADD", ctr, "full", conf("1.0.0", plugintest.HostLocal(dir, "10.67.0.0/24"))))
+	matchMsg(t, e.Msg, `^failed to allocate for range 0: .*: no space left on device$`)
+	plugintest.WantLinks(t, hc, "lo")
+	plugintest.WantLinks(t, th.H, "lo", "br0") // made by the first ADD, kept by its DEL
+	if got := plugintest.Reservations(t, dir); len(got) != 0 {
+		t.Errorf("host-local still holds %v", got)
+	}
+	if got := storetest.Files(t, filepath.Join(dir, "testnet")); len(got) != 2 { // lock, last_reserved_ip.0
+		t.Errorf("store holds %v", got)
+	}
 }

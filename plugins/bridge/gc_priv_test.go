@@ -58,6 +58,9 @@ func TestGC(t *testing.T) {
 	if plugintest.NFTOwned(t, th.NS, ownStale) != 0 || plugintest.NFTOwned(t, th.NS, ownKeep) == 0 {
 		t.Errorf("owned after GC: stale %d keep %d", plugintest.NFTOwned(t, th.NS, ownStale), plugintest.NFTOwned(t, th.NS, ownKeep))
 	}
+	if got := claimOwners(t, th, "br0"); len(got) != 1 || got[0] != "keep" {
+		t.Errorf("address claims after GC: %v", got)
+	}
 }
 
 // TestGCWithoutState: GC of a config without IPAM or nftables features is

@@ -20,12 +20,13 @@ import (
 // container, which goes with the namespace: GC has nothing to collect, and
 // ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:   "loopback",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cni.NothingToCollect,
-	Status: cni.AlwaysReady,
+	Name:        "loopback",
+	Add:         cmdAdd,
+	Del:         cmdDel,
+	Check:       cmdCheck,
+	GC:          cni.NothingToCollect,
+	NoHostState: true,
+	Status:      cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, _, err := loadConf(stdin)
 		return err

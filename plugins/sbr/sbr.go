@@ -34,12 +34,13 @@ import (
 // container's namespace and go with it, and it delegates to nothing: GC
 // has nothing to collect, and ADD depends on nothing STATUS could check.
 var Plugin = &cni.Plugin{
-	Name:   "sbr",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cni.NothingToCollect,
-	Status: cni.AlwaysReady,
+	Name:        "sbr",
+	Add:         cmdAdd,
+	Del:         cmdDel,
+	Check:       cmdCheck,
+	GC:          cni.NothingToCollect,
+	NoHostState: true,
+	Status:      cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		_, err := loadConf(stdin)
 		return err

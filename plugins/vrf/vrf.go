@@ -40,6 +40,7 @@ var Plugin = &cni.Plugin{
 	Del:          cmdDel,
 	Check:        cmdCheck,
 	GC:           cni.NothingToCollect,
+	NoHostState:  true,
 	Status:       cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		c, err := loadConf(stdin)
