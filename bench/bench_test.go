@@ -114,6 +114,11 @@ var chains = []chain{
 		  {"type":"firewall","iptablesForwardAccepts":"never"}]}`, false},
 }
 
+// oursOnly are the chains measured for nftcni alone: the reference ignores
+// the key that makes "full, no iptables accepts" differ from the full
+// chain, so for it that chain is the full chain again.
+var oursOnly = map[string]bool{"full, no iptables accepts": true}
+
 // nsExec runs every plugin as a process inside the host namespace: the
 // fork happens on a thread switched into it (netns.Do), so the whole child
 // lives there.
@@ -261,6 +266,9 @@ func TestBench(t *testing.T) {
 		}
 		var ims []impl
 		for _, im := range impls {
+			if oursOnly[c.name] && im.name != "nftcni" {
+				continue
+			}
 			if missing := missingPlugins(im.dir, c.needs); missing != "" {
 				fmt.Printf("%-26s %-9s skipped: %s not in %s\n", c.name, im.name, missing, im.dir)
 				continue
