@@ -103,11 +103,21 @@ var usualDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr
 // looked for once per process. A variable so that the components' tests
 // can pin what the machine they run on has: their subject is what Setup
 // does either way (this package's tests cover the search).
-var IptablesReachable = sync.OnceValue(func() bool {
-	found := false
-	iptablesPrograms(os.Getenv("PATH"), func(string) bool { found = true; return false })
-	return found
-})
+var IptablesReachable = iptablesReachable
+
+// reachable is iptablesReachable's answer, looked for on first use (not
+// at start: every exec pays what a package does then).
+var reachable struct {
+	once  sync.Once
+	found bool
+}
+
+func iptablesReachable() bool {
+	reachable.once.Do(func() {
+		iptablesPrograms(os.Getenv("PATH"), func(string) bool { reachable.found = true; return false })
+	})
+	return reachable.found
+}
 
 // IptablesPrograms are the iptables programs reachable with path as
 // $PATH, as the rule looks for them: what a test must hide to build a
