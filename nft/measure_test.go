@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/portmap"
 )
@@ -51,13 +52,7 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cpu := func() time.Duration {
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	cpu := func() time.Duration { return nfttest.ProcessCPU(t) }
 	measure := func(op func(r int) error, after func(r int) error) (wall, proc time.Duration) {
 		var ws, cs []time.Duration
 		for r := range rounds {
@@ -155,14 +150,7 @@ func TestLiveMeasureGrowth(t *testing.T) {
 			func(ns *netns.NS, i int) error { return firewall.Teardown(ns, owner(i), nil) },
 			func(ns *netns.NS, i int) error { return firewall.Check(ns, fwAttachment(i)) }},
 	}
-	cpu := func() time.Duration {
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	cpu := func() time.Duration { return nfttest.ProcessCPU(t) }
 	reachable := foreign.IptablesReachable
 	foreign.IptablesReachable = func() bool { return true }
 	t.Cleanup(func() { foreign.IptablesReachable = reachable })
@@ -202,7 +190,7 @@ func TestLiveMeasureGrowth(t *testing.T) {
 				}
 				su, ck, td = append(su, c1-c0), append(ck, c2-c1), append(td, cpu()-c2)
 			}
-			t.Logf("%-8s %5d owners: Setup CPU %v, Teardown CPU %v, Check CPU %v", c.name, n, median(su), median(td), median(ck))
+			t.Logf("%-8s %5d owners: Setup CPU %v, Teardown CPU %v, Check CPU %v", c.name, n, nfttest.Median(su), nfttest.Median(td), nfttest.Median(ck))
 		}
 	}
 }

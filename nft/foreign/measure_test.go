@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
 // TestLiveMeasureAccepts is a measurement, not an assertion: what one
@@ -21,9 +21,9 @@ import (
 // and the kernel's in our syscalls), with the accepts of 0, 110, 250 and
 // 1000 other attachments in the chain — the firewall's two per address
 // and portmap's one per mapping, IPv4, as the bench's full chain leaves
-// them (portmap's native rule is two, one per direction). Each round is a first ADD's Insert (the firewall's, then
-// portmap's, a commit each) and a DEL's Remove (each through the index),
-// medians of 30 rounds, in iptables-nft's FORWARD chain (its spelling:
+// them (portmap's native rule is two, one per direction). Each round is
+// a first ADD's Insert (the firewall's, then portmap's, a commit each)
+// and a DEL's Remove (each through the index), medians of 30 rounds, in iptables-nft's FORWARD chain (its spelling:
 // the x_tables conntrack match) and, for comparison, in an
 // administrator's chain named in nftablesAcceptChains (native nft rules,
 // the same number). Run with
@@ -47,19 +47,12 @@ func TestLiveMeasureAccepts(t *testing.T) {
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}) }
 	fwAccepts := func(i int) []Accept { return []Accept{From(addr(i)), RepliesTo(addr(i))} }
 	pmAccepts := func(i int) []Accept { return []Accept{DNATedTo(unix.IPPROTO_TCP, netip.AddrPortFrom(addr(i), 80))} }
-	cpu := func() time.Duration {
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
 	timed := func(ns *netns.NS, fn func(tx *nft.Tx) error) time.Duration {
-		c0 := cpu()
+		c0 := nfttest.ProcessCPU(t)
 		update(t, ns, fn)
-		return cpu() - c0
+		return nfttest.ProcessCPU(t) - c0
 	}
+	median := nfttest.Median
 	admin := mustParse(t, "ip fw forwarding")
 	for _, where := range []struct {
 		name  string

@@ -235,8 +235,20 @@ func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, 
 func TestGoldenSetupFresh(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), createNotes("ip"), []string{
+		acceptNote("6", "10.88.0.5", "80", sample),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q of a table that does not exist", d)
+	}
+	wantWrites(t, writes, cni0Localnet+"=1")
+}
+
+// webFreshNotes are web's Setup on a host without our tables, up to the
+// accepts in iptables-nft's chains.
+func webFreshNotes() []string {
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
+	return nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
@@ -244,13 +256,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
 		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
 		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5 ncni0"),
-	}, createNotes("ip"), []string{
-		acceptNote("6", "10.88.0.5", "80", sample),
-	}))
-	if d := f.Dumps(); len(d) != 0 {
-		t.Errorf("dumps %q of a table that does not exist", d)
-	}
-	wantWrites(t, writes, cni0Localnet+"=1")
+	})
 }
 
 // On an nftables-only host (no iptables program, no table of
@@ -262,16 +268,7 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 	defer func() { foreign.IptablesReachable = saved }()
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
-	tag := sample.Tag()
-	nfttest.Golden(t, "setup_no_iptables", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
-		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
-		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
-		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
-		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5 ncni0"),
-	}))
+	nfttest.Golden(t, "setup_no_iptables", f.Only(t), webFreshNotes())
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
 	}
