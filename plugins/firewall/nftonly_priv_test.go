@@ -194,6 +194,13 @@ func TestIptablesInstalledLater(t *testing.T) {
 	if err := w.rt.CheckNetworkList(context.Background(), a.listConf, a.rtConf); err != nil {
 		t.Errorf("CHECK after the firewall's ADD: %v", err)
 	}
+	// DEL needs no rule: it removes the attachment's accepts wherever they
+	// are, and only then reports a bad iptablesForwardAccepts.
+	w.th.FailsWith("DEL with a bad iptablesForwardAccepts", plugintest.Cmd("DEL", a.ns, "a", firewallConf(`,"iptablesForwardAccepts":"off"`, prev)),
+		`iptablesForwardAccepts "off": want "auto", "always" or "never"`)
+	if n := hostfw.OursInOthers(t, host); n != 0 {
+		t.Errorf("%d rules of ours in other owners' chains after the failed DEL", n)
+	}
 	w.detach(a)
 	hostfw.Diff(t, "iptables-save", saved, hostfw.IptablesSave(t, host))
 	if n := hostfw.OursInOthers(t, host); n != 0 {
