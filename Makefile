@@ -7,17 +7,21 @@
 #                  PKGS=./ipam/dhcp/ narrows it. It and vmtest first check their Debian
 #                  packages (scripts/test-deps: installed with apt-get when run as root and
 #                  missing) and build the reference plugins (make reference)
+#   make reference-switch  the reference plugins the switching tests need, for each of
+#                  SWITCH_VERSIONS (default v1.9.1 v1.10.0), in .cache/reference/<version>
 #   make reference the reference plugins (containernetworking/plugins $(REFERENCE_VERSION), all
 #                  18 Linux plugins, static and stripped), the differential suite's oracle and
 #                  the bench's baseline, built from the Go module proxy into REFDIR (default
 #                  .cache/reference/<version>); tests and comparisons only, never installed
 #                  (BASELINE_CNI_PATH=$(REFDIR) make bench). ARCH=arm64 on an amd64 host
-#                  builds them for that vmtest guest as well, into REFDIR/arm64
+#                  builds them for that vmtest guest as well, into REFDIR/arm64.
+#                  REFERENCE_VERSION=v1.9.1 builds the previous release (users may still run
+#                  it) into .cache/reference/v1.9.1
 #   make lint      gofmt, go vet, staticcheck (pinned, fetched through the Go module
 #                  proxy), go.mod/go.sum tidy and scripts/lint-citations (no citations of
 #                  documents outside the repository)
-#   make cross     build for linux/arm64 too
-#   make size      the stripped binary's size for amd64 and arm64; fails above SIZE_LIMIT
+#   make cross     build for linux/arm64 (with go vet) and linux/loong64 too
+#   make size      the stripped binary's size for amd64, arm64 and loong64; fails above SIZE_LIMIT
 #                  (10100000 bytes: what edge nodes were promised)
 #   make fuzz      run every fuzz target for FUZZTIME each (default 60s)
 #   make package   .deb, .rpm and .apk packages for amd64 and arm64 in dist/ (packaging/, nfpm
@@ -41,8 +45,10 @@ PKGS     ?= ./...
 # The reference plugins the differential suite (differential/) compares
 # with: every plugin of containernetworking/plugins, built with
 # CGO_ENABLED=0 go install from the Go module proxy. The tests find them
-# through NFTCNI_REFERENCE_DIR, which test and vmtest set.
-REFERENCE_VERSION ?= v1.9.1
+# through NFTCNI_REFERENCE_DIR, which test and vmtest set. The newest
+# release is the oracle; the releases users may still run and switch from
+# are SWITCH_VERSIONS (below).
+REFERENCE_VERSION ?= v1.10.0
 REFDIR   ?= .cache/reference/$(REFERENCE_VERSION)
 # GUEST_REFDIR: the reference plugins for vmtest's guest (ARCH=, default
 # the host's architecture), which make vmtest ships to it.
@@ -50,6 +56,14 @@ HOST_GOARCH := $(shell $(GO) env GOARCH)
 GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
 GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
 REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
+# SWITCH_VERSIONS: the reference releases the switching tests
+# (reliability/upgrade) attach containers with before nftcni takes over;
+# each gets the plugins those tests run, in .cache/reference/<version>
+# (the same directory as REFDIR's for that version), and the tests find
+# them through NFTCNI_REFERENCE_VERSIONS.
+SWITCH_VERSIONS ?= v1.9.1 v1.10.0
+SWITCH_PLUGINS := main/bridge main/ptp ipam/host-local meta/portmap meta/firewall
+switch_dir = .cache/reference/$(1)
 REFERENCE_PLUGINS := main/bridge main/ptp main/macvlan main/ipvlan main/vlan main/host-device \
 	main/loopback main/dummy main/tap ipam/host-local ipam/static ipam/dhcp meta/portmap \
 	meta/bandwidth meta/firewall meta/tuning meta/sbr meta/vrf
@@ -61,7 +75,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # carry it (README, "Size").
 SIZE_LIMIT ?= 10100000
 
-.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference
+.PHONY: all build install test lint cross size fuzz fuzz-ci clean bench demo reference reference-switch
 
 all: build
 
@@ -72,9 +86,11 @@ build:
 install: build
 	bin/nftcni install $(if $(FORCE),-force) $(PREFIX)
 
-test: reference
+test: reference reference-switch
 	@./scripts/test-deps test
-	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) $(GO) test -count=1 $(TESTFLAGS) $(PKGS)
+	NFTCNI_REFERENCE_DIR=$(abspath $(REFDIR)) \
+	NFTCNI_REFERENCE_VERSIONS="$(foreach v,$(SWITCH_VERSIONS),$(v)=$(abspath $(call switch_dir,$(v))))" \
+		$(GO) test -count=1 $(TESTFLAGS) $(PKGS)
 
 # Run outside the module (cd /), so that go install builds the reference's
 # own module graph; stripped, as the vmtest guest carries them. Up to date,
@@ -97,6 +113,15 @@ ifneq ($(GUEST_REFDIR),$(REFDIR))
 	@cp -p $(abspath $(REFDIR))/.gopath/bin/linux_$(GUEST_ARCH)/* $(abspath $(GUEST_REFDIR))/
 endif
 
+# The switching tests' plugins of every SWITCH_VERSIONS release (a second
+# or two when up to date; a version that is REFERENCE_VERSION's already has
+# them).
+reference-switch:
+	@$(foreach v,$(SWITCH_VERSIONS),mkdir -p $(call switch_dir,$(v)) && \
+		echo "reference plugins $(v) for the switching tests in $(call switch_dir,$(v))" && \
+		(cd / && CGO_ENABLED=0 GOBIN=$(abspath $(call switch_dir,$(v))) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags=-s\ -w \
+		$(foreach p,$(SWITCH_PLUGINS),$(REFERENCE_MODULE)/$(p)@$(v))) &&) true
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -105,9 +130,13 @@ lint:
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	scripts/lint-citations
 
+# loong64 (built by the reference since v1.10.0) is built only: no vmtest
+# guest boots it, and vet's type checks of the test files add nothing the
+# arm64 pass has not found.
 cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_BUILD) -o bin/nftcni-linux-arm64 ./cmd/nftcni
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) vet ./...
+	CGO_ENABLED=0 GOOS=linux GOARCH=loong64 $(GO) build $(GOFLAGS_BUILD) -o bin/nftcni-linux-loong64 ./cmd/nftcni
 
 # Every Fuzz* function, each run for FUZZTIME. A run whose only complaint is
 # "context deadline exceeded", with no failing input written, is Go's fuzzing
@@ -129,7 +158,7 @@ fuzz:
 
 size:
 	@set -e; dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; fail=; \
-	for arch in amd64 arm64; do \
+	for arch in amd64 arm64 loong64; do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(GOFLAGS_BUILD) -o $$dir/nftcni-$$arch ./cmd/nftcni; \
 	  n=$$(wc -c <$$dir/nftcni-$$arch); \
 	  echo "nftcni linux/$$arch: $$n bytes (limit $(SIZE_LIMIT))"; \

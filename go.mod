@@ -3,7 +3,7 @@ module github.com/nftcni/nftcni
 go 1.26.8
 
 require (
-	github.com/containernetworking/cni v1.3.0
+	github.com/containernetworking/cni v1.3.1
 	github.com/florianl/go-tc v0.4.5-0.20240822175159-7926c32f7299
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/nftables v0.3.0
@@ -12,6 +12,8 @@ require (
 	github.com/matryer/is v1.4.1
 	github.com/mdlayher/netlink v1.11.2
 	github.com/ulikunitz/xz v0.5.17
+	go.opentelemetry.io/otel v1.29.0
+	go.opentelemetry.io/otel/trace v1.29.0
 	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.49.0
 )

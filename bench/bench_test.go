@@ -43,6 +43,8 @@ import (
 //	                baseline's loopback runs as often per name), measured twice: as
 //	                installed, and with the binaries' page cache read back in small
 //	                folios as after a reboot (reread)
+//	BENCH_STATUS    STATUS calls per network and implementation (default 100)
+//	BENCH_STATUS_FILL  reservations in host-local's store for the STATUS runs that say so (default 1000)
 //	BASELINE_CNI_PATH  another plugin directory (e.g. the reference plugins, `make reference`) run with the same chains
 func knob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -257,6 +259,11 @@ func TestBench(t *testing.T) {
 	}
 	flr.print()
 	install()
+	if wanted("status") {
+		if err := statusBench(impls, knob("BENCH_STATUS", 100), knob("BENCH_STATUS_FILL", 1000)); err != nil {
+			t.Errorf("STATUS: %v", err)
+		}
+	}
 	fmt.Println()
 
 	results := map[string]map[string]stats{}

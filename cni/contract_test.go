@@ -495,7 +495,7 @@ func TestChildError(t *testing.T) {
 		{`{"code":11,"msg":"later","details":"d"}`, "ignored", Error{Code: 11, Msg: "later", Details: "d"}},
 		{`{"cniVersion":"1.1.0","code":7,"msg":"bad"}`, "", Error{Code: 7, Msg: "bad"}},
 		{"oops", "", Error{Msg: `netplugin failed but error parsing its diagnostic message "oops": invalid character 'o' looking for beginning of value`}},
-		{"", "boom\n", Error{Msg: `netplugin failed: "boom\n"`}},
+		{"", "boom\n", Error{Msg: `netplugin failed: "boom\n": exit status 2`}}, // CNI library v1.3.1
 		{"", "", Error{Msg: "netplugin failed with no error message: exit status 2"}},
 	} {
 		err := childError([]byte(c.stdout), []byte(c.stderr), "exit status 2")

@@ -226,7 +226,9 @@ func execPlugin(ctx context.Context, path string, env []string, stdin []byte, st
 	return nil, 0, &Error{Code: CodeUnknown, Msg: fmt.Sprintf("netplugin failed with no error message: %v", lastErr)}
 }
 
-// childError turns a failed delegate's output into a typed error.
+// childError turns a failed delegate's output into a typed error, with the
+// texts of the reference's delegation (CNI library v1.3.1): a delegate that
+// printed only on stderr is quoted with the exit status after it.
 func childError(stdout, stderr []byte, exit string) error {
 	if len(stdout) > 0 {
 		var e Error
@@ -236,7 +238,7 @@ func childError(stdout, stderr []byte, exit string) error {
 		return &e
 	}
 	if len(stderr) > 0 {
-		return &Error{Code: CodeUnknown, Msg: fmt.Sprintf("netplugin failed: %q", stderr)}
+		return &Error{Code: CodeUnknown, Msg: fmt.Sprintf("netplugin failed: %q: %s", stderr, exit)}
 	}
 	return &Error{Code: CodeUnknown, Msg: "netplugin failed with no error message: " + exit}
 }

@@ -307,7 +307,7 @@ func Run(ctx context.Context, p *Plugin, inv Invocation) int {
 		return 0
 	}
 	if err != nil {
-		inv.Stdout.Write(errorJSON(AsError(err), ver))
+		inv.Stdout.Write(errorJSON(withTraceID(AsError(err), TraceID(inv.Env(EnvTraceParent))), ver))
 		return 1
 	}
 	if len(out) > 0 {

@@ -145,7 +145,7 @@ func (r *Runtime) addNetwork(ctx context.Context, name, cniVersion string, net *
 	if err != nil {
 		return nil, err
 	}
-	return r.execWithResult(ctx, pluginPath, newConf.Bytes, r.pluginEnv("ADD", rt))
+	return r.execWithResult(ctx, pluginPath, newConf.Bytes, r.pluginEnv(ctx, "ADD", rt))
 }
 
 // AddNetworkList runs ADD on every plugin, first to last, each getting the
@@ -188,7 +188,7 @@ func (r *Runtime) runPlugin(ctx context.Context, cmd, name, cniVersion string, n
 	if err != nil {
 		return err
 	}
-	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv(cmd, rt))
+	_, err = r.execPlugin(ctx, pluginPath, newConf.Bytes, r.pluginEnv(ctx, cmd, rt))
 	return err
 }
 
@@ -451,7 +451,7 @@ func (r *Runtime) gcNetwork(ctx context.Context, net *PluginConfig) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.execPlugin(ctx, pluginPath, net.Bytes, r.pluginEnv("GC", nil))
+	_, err = r.execPlugin(ctx, pluginPath, net.Bytes, r.pluginEnv(ctx, "GC", nil))
 	return err
 }
 
@@ -478,7 +478,7 @@ func (r *Runtime) GetStatusNetworkList(ctx context.Context, list *NetworkConfigL
 		if err != nil {
 			return err
 		}
-		if _, err := r.execPlugin(ctx, pluginPath, pluginConfig.Bytes, r.pluginEnv("STATUS", nil)); err != nil {
+		if _, err := r.execPlugin(ctx, pluginPath, pluginConfig.Bytes, r.pluginEnv(ctx, "STATUS", nil)); err != nil {
 			return err
 		}
 	}

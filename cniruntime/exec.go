@@ -27,9 +27,11 @@ var (
 
 // pluginEnv builds a plugin's environment: the base
 // environment with the six CNI variables set last, so they override. All six
-// are always present, possibly empty. Duplicate names collapse to the last
-// value (libcni dedups too); unlike libcni, the order is kept stable.
-func (r *Runtime) pluginEnv(command string, rt *RuntimeConf) []string {
+// are always present, possibly empty. ctx's trace context (WithTraceContext)
+// comes after them, overriding inherited trace variables, as libcni
+// appends its span's. Duplicate names collapse to the last value (libcni
+// dedups too); unlike libcni, the order is kept stable.
+func (r *Runtime) pluginEnv(ctx context.Context, command string, rt *RuntimeConf) []string {
 	base := r.Env
 	if base == nil {
 		base = os.Environ()
@@ -48,7 +50,7 @@ func (r *Runtime) pluginEnv(command string, rt *RuntimeConf) []string {
 		"CNI_IFNAME="+rt.IfName,
 		"CNI_PATH="+strings.Join(r.Path, string(os.PathListSeparator)),
 	)
-	return dedupEnv(env)
+	return dedupEnv(append(env, traceEnv(ctx)...))
 }
 
 // dedupEnv keeps the last value of every name at the position of its first
@@ -128,14 +130,16 @@ func (r *Runtime) execPlugin(ctx context.Context, path string, stdin []byte, env
 	return nil, &cni.Error{Code: cni.CodeUnknown, Msg: fmt.Sprintf("netplugin failed with no error message: %v", lastErr)}
 }
 
-// pluginError turns a failed run into the typed error libcni reports.
+// pluginError turns a failed run into the typed error libcni (v1.3.1)
+// reports; a plugin that printed only on stderr gets the exit status after
+// its output.
 func pluginError(err error, stdout, stderr []byte) error {
 	e := &cni.Error{}
 	if len(stdout) == 0 {
 		if len(stderr) == 0 {
 			e.Msg = fmt.Sprintf("netplugin failed with no error message: %v", err)
 		} else {
-			e.Msg = fmt.Sprintf("netplugin failed: %q", string(stderr))
+			e.Msg = fmt.Sprintf("netplugin failed: %q: %v", string(stderr), err)
 		}
 	} else if perr := json.Unmarshal(stdout, e); perr != nil {
 		e = &cni.Error{Msg: fmt.Sprintf("netplugin failed but error parsing its diagnostic message %q: %v", string(stdout), perr)}
@@ -230,7 +234,7 @@ func (p *PluginInfo) Supports(version string) bool {
 // dispatchers, and "unknown CNI_COMMAND: VERSION" meaning a 0.1.0-only
 // plugin.
 func (r *Runtime) versionInfo(ctx context.Context, path string) (*PluginInfo, error) {
-	env := r.pluginEnv("VERSION", &RuntimeConf{NetNS: "dummy", IfName: "dummy"})
+	env := r.pluginEnv(ctx, "VERSION", &RuntimeConf{NetNS: "dummy", IfName: "dummy"})
 	for i, kv := range env {
 		if strings.HasPrefix(kv, "CNI_PATH=") {
 			env[i] = "CNI_PATH=dummy"

@@ -378,7 +378,7 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("%s=%q (set %v), want %q", k, got, ok, v)
 		}
 	}
-	if got := h.ours.pluginEnv("ADD", chainRT("c", "eth0")); !strings.Contains(strings.Join(got, "\n"), "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=default") {
+	if got := h.ours.pluginEnv(context.Background(), "ADD", chainRT("c", "eth0")); !strings.Contains(strings.Join(got, "\n"), "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=default") {
 		t.Errorf("env %v", got)
 	}
 }

@@ -217,7 +217,7 @@ func TestHostLocalAdd(t *testing.T) {
 }
 
 // TestHostLocalSequence: round-robin allocation in a /29, exhaustion, and
-// STATUS reporting it (code 50 when a range set is exhausted).
+// STATUS: ready all the same by default, code 50 with notReadyWhenFull.
 func TestHostLocalSequence(t *testing.T) {
 	requirePlugin(t, "host-local")
 	t.Parallel()
@@ -248,16 +248,24 @@ func TestHostLocalSequence(t *testing.T) {
 		"10.1.0.2": owner("c6"), "10.1.0.3": owner("c7"), "10.1.0.4": owner("c3"),
 		"10.1.0.5": owner("c4"), "10.1.0.6": owner("c5"),
 	})
-	err = rt.cni.GetStatusNetworkList(ctx, list)
+	// By default a full pool is no reason to report the network not
+	// ready (a runtime would have the node's pods evicted).
+	if err := rt.cni.GetStatusNetworkList(ctx, list); err != nil {
+		t.Errorf("STATUS of an exhausted pool without notReadyWhenFull: %v, want success", err)
+	}
+	strict := *p
+	strict.plugin = strings.Replace(p.plugin, `"ipam": {`, `"ipam": {"notReadyWhenFull": true, `, 1)
+	strictList := strict.list(t, "1.1.0")
+	err = rt.cni.GetStatusNetworkList(ctx, strictList)
 	var te *types.Error
-	if !errors.As(err, &te) || te.Code != 50 || te.Msg == "" {
-		t.Errorf("STATUS of an exhausted pool: %v, want code 50", err)
+	if !errors.As(err, &te) || te.Code != 50 || te.Msg != "no IP addresses available in range set: 10.1.0.1-10.1.0.6" {
+		t.Errorf("STATUS of an exhausted pool with notReadyWhenFull: %v, want code 50", err)
 	}
 	// STATUS is informational: DEL still works, and then STATUS is fine.
 	if err := rt.cni.DelNetworkList(ctx, list, rtConf("c4")); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.cni.GetStatusNetworkList(ctx, list); err != nil {
+	if err := rt.cni.GetStatusNetworkList(ctx, strictList); err != nil {
 		t.Errorf("STATUS after a release: %v", err)
 	}
 }

@@ -1,5 +1,5 @@
 // Package differential runs every plugin next to the reference plugin of
-// the same name (containernetworking/plugins v1.9.1, built from the Go
+// the same name (containernetworking/plugins v1.10.0, built from the Go
 // module proxy by `make reference`) and wants the same outcome. It holds
 // tests only.
 //
@@ -35,7 +35,7 @@
 //
 //	make test PKGS=./differential/                # as root: builds the reference, runs the suite
 //	make vmtest PKG=./differential/               # the scenarios the host cannot run
-//	NFTCNI_REFERENCE_DIR=$PWD/.cache/reference/v1.9.1 go test -run 'TestDifferential/scenario/bridge/' ./differential/
+//	NFTCNI_REFERENCE_DIR=$PWD/.cache/reference/v1.10.0 go test -run 'TestDifferential/scenario/bridge/' ./differential/
 //
 // For finding out why a scenario differs: NFTCNI_DIFF_OUTPUTS=1 (with -v)
 // logs every plugin's printed answer on both sides, NFTCNI_DIFF_DUMP=<regexp>

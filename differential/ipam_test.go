@@ -27,27 +27,42 @@ func resolvConf(t *testing.T, s *side) {
 }
 
 func hostLocalScenarios() []*scenario {
+	// alone is host-local as the only plugin of the list: libcni runs it
+	// with the whole config, whose "ipam" it reads.
+	alone := func(ranges, extra string) string {
+		return `{"type":"host-local","ipam":` + hostLocal(ranges, extra) + `}`
+	}
 	return []*scenario{
 		{name: "dual-stack gateway range routes resolvConf", plugin: "hostlocal", setup: resolvConf,
-			conf: conflist("1.0.0", hostLocal(`[[{"subnet":"10.22.0.0/24","rangeStart":"10.22.0.10","rangeEnd":"10.22.0.20","gateway":"10.22.0.254"}],[{"subnet":"fd22::/64"}]]`,
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/24","rangeStart":"10.22.0.10","rangeEnd":"10.22.0.20","gateway":"10.22.0.254"}],[{"subnet":"fd22::/64"}]]`,
 				`,"routes":[{"dst":"0.0.0.0/0"},{"dst":"192.168.0.0/16","gw":"10.22.0.254"}],"resolvConf":"@TMP@/resolv.conf"`))},
 		{name: "ips capability", plugin: "hostlocal",
-			conf: conflist("1.0.0", `{"type":"host-local","dataDir":"@TMP@/ipam","capabilities":{"ips":true},"ranges":`+dual+`}`),
+			conf: conflist("1.0.0", `{"type":"host-local","capabilities":{"ips":true},"ipam":`+hostLocal(dual, "")+`}`),
 			caps: map[string]any{"ips": []string{"10.22.0.77/24", "fd22::77/64"}}},
 		{name: "CNI_ARGS IP", plugin: "hostlocal",
-			conf: conflist("0.4.0", hostLocal(v4, "")),
+			conf: conflist("0.4.0", alone(v4, "")),
 			args: [][2]string{{"IgnoreUnknown", "1"}, {"IP", "10.22.0.66"}}},
 		{name: "exhausted", plugin: "hostlocal", ctrs: 3,
-			conf: conflist("1.0.0", hostLocal(`[[{"subnet":"10.22.0.0/30"}]]`, ""))},
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/30"}]]`, ""))},
 		{name: "two ranges in a set", plugin: "hostlocal", ctrs: 2,
-			conf: conflist("1.0.0", hostLocal(`[[{"subnet":"10.22.0.0/30"},{"subnet":"10.23.0.0/24"}]]`, ""))},
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/30"},{"subnet":"10.23.0.0/24"}]]`, ""))},
 		{name: "legacy subnet 0.3.1", plugin: "hostlocal",
-			conf: conflist("0.3.1", `{"type":"host-local","dataDir":"@TMP@/ipam","subnet":"10.22.0.0/24","gateway":"10.22.0.1"}`)},
+			conf: conflist("0.3.1", `{"type":"host-local","ipam":{"type":"host-local","dataDir":"@TMP@/ipam","subnet":"10.22.0.0/24","gateway":"10.22.0.1"}}`)},
 		{name: "overlapping ranges", plugin: "hostlocal",
-			conf: conflist("1.0.0", hostLocal(`[[{"subnet":"10.22.0.0/24"}],[{"subnet":"10.22.0.128/25"}]]`, ""))},
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/24"}],[{"subnet":"10.22.0.128/25"}]]`, ""))},
 		{name: "request outside range", plugin: "hostlocal",
-			conf: conflist("1.0.0", hostLocal(v4, "")),
+			conf: conflist("1.0.0", alone(v4, "")),
 			args: [][2]string{{"IP", "10.99.0.5"}}},
+		{name: "no ipam key", plugin: "hostlocal",
+			conf: conflist("1.0.0", hostLocal(v4, ""))},
+		// Refused since v1.10.0.
+		{name: "gateway outside the subnet", plugin: "hostlocal",
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/24","gateway":"10.23.0.1"}]]`, ""))},
+		{name: "rangeStart after the defaulted rangeEnd", plugin: "hostlocal",
+			conf: conflist("1.0.0", alone(`[[{"subnet":"10.22.0.0/24","rangeStart":"10.22.0.255"}]]`, ""))},
+		// 1.1.0: STATUS after the range ran out is ready on both sides.
+		{name: "exhausted, STATUS", plugin: "hostlocal", ctrs: 3,
+			conf: conflist("1.1.0", alone(`[[{"subnet":"10.22.0.0/30"}]]`, ""))},
 	}
 }
 

@@ -62,6 +62,11 @@ func portmapScenarios() []*scenario {
 			conf:  conflist("1.0.0", gwBridge(v4), `{"type":"portmap","backend":"nftables","snat":false,"capabilities":{"portMappings":true}}`),
 			caps:  map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
 			probe: mapped("out", "192.0.2.1:8080")},
+		// The reference's nftables backend honours masqAll since v1.10.0.
+		{name: "nftables backend masqAll", plugin: "portmap", setup: uplink,
+			conf:  conflist("1.0.0", gwBridge(v4), `{"type":"portmap","backend":"nftables","masqAll":true,"capabilities":{"portMappings":true}}`),
+			caps:  map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
+			probe: probes(mapped("out", "192.0.2.1:8080"), mapped("host", "192.0.2.1:8080"))},
 		{name: "under a FORWARD drop policy", plugin: "portmap",
 			setup: func(t *testing.T, s *side) { uplink(t, s); forwardDrop(t, s) },
 			conf:  conflist("1.0.0", gwBridge(v4), pm),
@@ -144,6 +149,13 @@ func sbrScenarios() []*scenario {
 			conf: conflist("1.0.0", gwBridge(v4), `{"type":"sbr","table":500}`)},
 		{name: "alone", plugin: "sbr",
 			conf: conflist("1.0.0", `{"type":"sbr"}`)},
+		// Keys the reference has since v1.10.0.
+		{name: "gateways", plugin: "sbr",
+			conf: conflist("1.0.0", gwBridge(dual), `{"type":"sbr","gateways":["10.22.0.254","fd22::fe"]}`)},
+		{name: "addSourceHints", plugin: "sbr",
+			conf: conflist("1.0.0", gwBridge(v4), `{"type":"sbr","addSourceHints":true}`)},
+		{name: "gateways, two of a family", plugin: "sbr",
+			conf: conflist("1.0.0", gwBridge(v4), `{"type":"sbr","gateways":["10.22.0.254","10.22.0.253"]}`)},
 	}
 }
 

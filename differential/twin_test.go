@@ -643,7 +643,7 @@ var (
 func findReference() {
 	refDir = os.Getenv(ReferenceEnv)
 	if refDir == "" {
-		refErr = ReferenceEnv + " is not set: `make reference` builds the reference plugins (v1.9.1, Go module proxy) and `make test` sets it"
+		refErr = ReferenceEnv + " is not set: `make reference` builds the reference plugins (v1.10.0, Go module proxy) and `make test` sets it"
 		return
 	}
 	var missing []string

@@ -28,6 +28,10 @@ type Route struct {
 	Type     uint8 // 0 means unicast (RTN_UNICAST)
 	MTU      int   // RTAX_MTU; 0: unset
 	AdvMSS   int   // RTAX_ADVMSS; 0: unset
+	// OnLink (RTNH_F_ONLINK) takes Gw as on the link even when no route
+	// of the link covers it.
+	OnLink bool
+	Tos    uint8 // the IPv4 TOS the route is for; 0: any
 }
 
 // ReservedTable reports the routing tables that are the kernel's own and
@@ -70,7 +74,9 @@ func ipOf(a netip.Addr) net.IP {
 
 // routeMsg encodes r. For deletion, unset fields stay wildcards (scope
 // RT_SCOPE_NOWHERE, protocol and type 0) so the kernel matches any value.
-func routeMsg(r Route, del bool) (*rtnetlink.RouteMessage, error) {
+// With exact (a route as read), scope, protocol and type go as they are,
+// without AddRoute's defaults.
+func routeMsg(r Route, del, exact bool) (*rtnetlink.RouteMessage, error) {
 	if !r.Dst.IsValid() {
 		return nil, errors.New("route has no destination")
 	}
@@ -81,6 +87,7 @@ func routeMsg(r Route, del bool) (*rtnetlink.RouteMessage, error) {
 		Protocol:  r.Protocol,
 		Scope:     r.Scope,
 		Type:      r.Type,
+		Tos:       r.Tos,
 		Attributes: rtnetlink.RouteAttributes{
 			Gateway:  ipOf(r.Gw),
 			Src:      ipOf(r.Src),
@@ -92,6 +99,9 @@ func routeMsg(r Route, del bool) (*rtnetlink.RouteMessage, error) {
 		m.Attributes.Dst = ipOf(dst.Addr())
 	}
 	setTable(m, tableOf(r.Table))
+	if r.OnLink {
+		m.Flags = unix.RTNH_F_ONLINK
+	}
 	if r.MTU > 0 || r.AdvMSS > 0 {
 		m.Attributes.Metrics = &rtnetlink.RouteMetrics{MTU: uint32(r.MTU), AdvMSS: uint32(r.AdvMSS)}
 	}
@@ -99,6 +109,9 @@ func routeMsg(r Route, del bool) (*rtnetlink.RouteMessage, error) {
 		if m.Scope == unix.RT_SCOPE_UNIVERSE {
 			m.Scope = unix.RT_SCOPE_NOWHERE
 		}
+		return m, nil
+	}
+	if exact {
 		return m, nil
 	}
 	if m.Protocol == 0 {
@@ -138,7 +151,11 @@ func (h *Handle) describe(r Route) string {
 }
 
 func (h *Handle) route(verb string, r Route, typ uint16, flags netlink.HeaderFlags) error {
-	m, err := routeMsg(r, typ == unix.RTM_DELROUTE)
+	return h.routeExact(verb, r, typ, flags, false)
+}
+
+func (h *Handle) routeExact(verb string, r Route, typ uint16, flags netlink.HeaderFlags, exact bool) error {
+	m, err := routeMsg(r, typ == unix.RTM_DELROUTE, exact)
 	if err == nil {
 		err = h.do(m, typ, flags)
 	}
@@ -152,6 +169,14 @@ func (h *Handle) route(verb string, r Route, typ uint16, flags netlink.HeaderFla
 // metric, ...) gives an error matching unix.EEXIST.
 func (h *Handle) AddRoute(r Route) error {
 	return h.route("adding", r, unix.RTM_NEWROUTE, netlink.Create|netlink.Excl)
+}
+
+// AddRouteAsRead adds r as Routes or LinkRoutes read it (from another
+// namespace, or before its link left): its scope, protocol and type are
+// taken as they are, where AddRoute fills in `ip route add`'s defaults.
+// An existing route with the same key gives an error matching unix.EEXIST.
+func (h *Handle) AddRouteAsRead(r Route) error {
+	return h.routeExact("adding", r, unix.RTM_NEWROUTE, netlink.Create|netlink.Excl, true)
 }
 
 // AppendRoute adds r with NLM_F_CREATE alone (no NLM_F_EXCL), as the
@@ -205,6 +230,29 @@ func (h *Handle) Routes(family int, table int) ([]Route, error) {
 	return out, nil
 }
 
+// LinkRoutes lists the routes of every table, both families, whose output
+// device is the link with the given index: the routes the kernel removes
+// when the link leaves the namespace. Cloned routes are left out, and so
+// are multipath routes (they have no single output device).
+func (h *Handle) LinkRoutes(index int) ([]Route, error) {
+	op := fmt.Sprintf("listing routes of link %d", index)
+	var out []Route
+	for _, fam := range families(0) {
+		msgs, err := h.dump(&rtnetlink.RouteMessage{Family: uint8(fam)}, unix.RTM_GETROUTE)
+		if err != nil {
+			return nil, fail(op, err)
+		}
+		for _, m := range msgs {
+			rm, ok := m.(*rtnetlink.RouteMessage)
+			if !ok || int(rm.Family) != fam || rm.Flags&unix.RTM_F_CLONED != 0 || int(rm.Attributes.OutIface) != index {
+				continue
+			}
+			out = append(out, toRoute(rm))
+		}
+	}
+	return out, nil
+}
+
 func toRoute(m *rtnetlink.RouteMessage) Route {
 	a := &m.Attributes
 	dst, _ := netip.AddrFromSlice(a.Dst)
@@ -222,6 +270,8 @@ func toRoute(m *rtnetlink.RouteMessage) Route {
 		Priority:  int(a.Priority),
 		Protocol:  m.Protocol,
 		Type:      m.Type,
+		OnLink:    m.Flags&unix.RTNH_F_ONLINK != 0,
+		Tos:       m.Tos,
 	}
 	r.Gw, _ = netip.AddrFromSlice(a.Gateway)
 	r.Src, _ = netip.AddrFromSlice(a.Src)

@@ -28,6 +28,10 @@ type Rule struct {
 	// Selectors other than Src set on the rule (iif, oif, fwmark, ...): such
 	// a rule does not match every packet from Src.
 	OtherSelectors bool
+	// Raw is the rule as Rules read it, every selector and attribute
+	// included (its RTM_NEWRULE body), for AddRuleAsRead and
+	// DelRuleAsRead; nil in a rule made by hand.
+	Raw []byte `json:",omitempty"`
 }
 
 // Lookup reports whether the rule sends packets to a table (`lookup`).
@@ -119,6 +123,35 @@ func (h *Handle) DelRule(r Rule) error {
 	return nil
 }
 
+// AddRuleAsRead adds r as Rules read it (from another namespace, say),
+// with every selector it has. An identical rule gives an error matching
+// unix.EEXIST.
+func (h *Handle) AddRuleAsRead(r Rule) error {
+	return h.ruleAsRead("adding", r, unix.RTM_NEWRULE, netlink.Create|netlink.Excl)
+}
+
+// DelRuleAsRead deletes the rule r, as Rules read it: the one with all its
+// selectors, not the first one with its source and table. A missing rule
+// gives an error matching unix.ENOENT.
+func (h *Handle) DelRuleAsRead(r Rule) error {
+	return h.ruleAsRead("deleting", r, unix.RTM_DELRULE, 0)
+}
+
+func (h *Handle) ruleAsRead(verb string, r Rule, typ uint16, flags netlink.HeaderFlags) error {
+	op := verb + " rule " + r.String()
+	if r.Raw == nil {
+		return &Error{Op: op, Err: errors.New("rule not read from the kernel")}
+	}
+	var m rtnetlink.RuleMessage
+	if err := m.UnmarshalBinary(r.Raw); err != nil {
+		return &Error{Op: op, Err: err}
+	}
+	if err := h.do(&m, typ, flags); err != nil {
+		return fail(op, err)
+	}
+	return nil
+}
+
 // Rules lists the policy routing rules of the family (unix.AF_INET,
 // unix.AF_INET6, or 0 for both), in the kernel's order.
 func (h *Handle) Rules(family int) ([]Rule, error) {
@@ -133,7 +166,11 @@ func (h *Handle) Rules(family int) ([]Rule, error) {
 			if !ok || int(rm.Family) != fam {
 				continue
 			}
-			out = append(out, toRule(rm))
+			r := toRule(rm)
+			if r.Raw, err = rm.MarshalBinary(); err != nil {
+				return nil, fail("listing rules", err)
+			}
+			out = append(out, r)
 		}
 	}
 	return out, nil

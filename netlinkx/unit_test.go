@@ -69,8 +69,10 @@ func TestRouteMsg(t *testing.T) {
 	tests := []struct {
 		name                   string
 		r                      Route
-		del                    bool
+		del, exact             bool
 		scope, proto, typ, tbl uint8
+		flags                  uint32
+		tos                    uint8
 		attrTable              uint32
 		dst                    net.IP
 		dstLen                 uint8
@@ -100,23 +102,33 @@ func TestRouteMsg(t *testing.T) {
 			dst: net.ParseIP("10.2.0.0").To4(), dstLen: 16,
 		},
 		{
+			name: "as read: device route keeps universe scope, protocol and type", r: Route{Dst: netip.MustParsePrefix("10.3.0.0/16"), LinkIndex: 2, Protocol: unix.RTPROT_DHCP, Type: unix.RTN_UNICAST},
+			exact: true, scope: unix.RT_SCOPE_UNIVERSE, proto: unix.RTPROT_DHCP, typ: unix.RTN_UNICAST, tbl: unix.RT_TABLE_MAIN,
+			dst: net.ParseIP("10.3.0.0").To4(), dstLen: 16,
+		},
+		{
+			name: "onlink and tos", r: Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("169.254.1.1"), LinkIndex: 2, OnLink: true, Tos: 0x10},
+			scope: unix.RT_SCOPE_UNIVERSE, proto: unix.RTPROT_BOOT, typ: unix.RTN_UNICAST, tbl: unix.RT_TABLE_MAIN, flags: unix.RTNH_F_ONLINK, tos: 0x10,
+		},
+		{
 			name: "delete leaves wildcards", r: Route{Dst: netip.MustParsePrefix("10.3.0.0/16"), LinkIndex: 2}, del: true,
 			scope: unix.RT_SCOPE_NOWHERE, proto: 0, typ: 0, tbl: unix.RT_TABLE_MAIN,
 			dst: net.ParseIP("10.3.0.0").To4(), dstLen: 16,
 		},
 	}
 	for _, tt := range tests {
-		m, err := routeMsg(tt.r, tt.del)
+		m, err := routeMsg(tt.r, tt.del, tt.exact)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		if m.Scope != tt.scope || m.Protocol != tt.proto || m.Type != tt.typ || m.Table != tt.tbl ||
-			m.Attributes.Table != tt.attrTable || !m.Attributes.Dst.Equal(tt.dst) || m.DstLength != tt.dstLen {
-			t.Errorf("%s: got scope %d proto %d type %d table %d/%d dst %v/%d", tt.name,
-				m.Scope, m.Protocol, m.Type, m.Table, m.Attributes.Table, m.Attributes.Dst, m.DstLength)
+			m.Attributes.Table != tt.attrTable || !m.Attributes.Dst.Equal(tt.dst) || m.DstLength != tt.dstLen ||
+			m.Flags != tt.flags || m.Tos != tt.tos {
+			t.Errorf("%s: got scope %d proto %d type %d table %d/%d dst %v/%d flags %#x tos %#x", tt.name,
+				m.Scope, m.Protocol, m.Type, m.Table, m.Attributes.Table, m.Attributes.Dst, m.DstLength, m.Flags, m.Tos)
 		}
 	}
-	if _, err := routeMsg(Route{}, false); err == nil {
+	if _, err := routeMsg(Route{}, false, false); err == nil {
 		t.Error("route without destination accepted")
 	}
 }

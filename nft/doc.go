@@ -13,7 +13,10 @@
 //     owner-tagged accept rules in other owners' forward chains, and
 //     iptables-nft's FORWARD chain created as iptables-nft creates it when
 //     it is missing (and its table deleted with our last rule in it, if
-//     nothing else is there).
+//     nothing else is there). And for DEL, CHECK and GC after a switch from
+//     the reference plugins (rules_reference.go, package nft/reference):
+//     their per-attachment chains and rules, read with their expressions
+//     and deleted by name and handle.
 //   - Static structure, per-container elements. Tables, chains, sets and
 //     rules are fixed by code and re-asserted idempotently by every Setup
 //     (AddTable/AddSet without NLM_F_EXCL, Tx.EnsureChain for chains — see

@@ -222,6 +222,20 @@ func dataValue(dst *[]byte) func(*netlink.AttributeDecoder) error {
 // rules dumps the rules of chain ch in order; a missing table or chain
 // reads as empty.
 func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
+	msgs, err := c.ruleMsgs(ch)
+	if err != nil {
+		return nil, err
+	}
+	return decodedOnce(msgs, func() ([]Rule, error) {
+		var out []Rule
+		err := eachRule(ch, msgs, func(r *Rule, _ netlink.Message) { out = append(out, *r) })
+		return out, err
+	})
+}
+
+// ruleMsgs dumps the rules of chain ch: the kernel's reply, none for a
+// missing table or chain.
+func (c *Conn) ruleMsgs(ch *nftables.Chain) ([]netlink.Message, error) {
 	msgs, err := c.request(unix.NFT_MSG_GETRULE, byte(ch.Table.Family), netlink.Dump, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: cstr(ch.Table.Name)},
 		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(ch.Name)},
@@ -232,20 +246,36 @@ func (c *Conn) rules(ch *nftables.Chain) ([]Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading rules of chain %s %s %s: %w", familyName(ch.Table.Family), ch.Table.Name, ch.Name, err)
 	}
-	return decodedOnce(msgs, func() ([]Rule, error) {
-		var out []Rule
-		for _, m := range msgs {
-			r, table, chain, err := decodeRule(m)
-			if err != nil {
-				return nil, fmt.Errorf("%w (chain %s)", err, ch.Name)
-			}
-			// Kernels filter the dump by table and chain; check anyway.
-			if r != nil && table == ch.Table.Name && chain == ch.Name {
-				out = append(out, *r)
-			}
+	return msgs, nil
+}
+
+// eachRule calls f for each rule of chain ch in msgs (ruleMsgs' reply),
+// in order, with its message.
+func eachRule(ch *nftables.Chain, msgs []netlink.Message, f func(r *Rule, m netlink.Message)) error {
+	for _, m := range msgs {
+		r, table, chain, err := decodeRule(m)
+		if err != nil {
+			return fmt.Errorf("%w (chain %s)", err, ch.Name)
 		}
-		return out, nil
-	})
+		// Kernels filter the dump by table and chain; check anyway.
+		if r != nil && table == ch.Table.Name && chain == ch.Name {
+			f(r, m)
+		}
+	}
+	return nil
+}
+
+// ProtoName is a layer-4 protocol as nft prints it (tcp, udp, sctp).
+func ProtoName(p uint8) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	}
+	return fmt.Sprintf("proto-%d", p)
 }
 
 // decodeRule reads handle, comment, table and chain of a NEWRULE message;

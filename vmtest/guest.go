@@ -21,6 +21,9 @@ import (
 //	                 per package; the last field, when there, narrows that
 //	                 package's tests (a subset, see Subsets)
 //
+// /dev/fd and /dev/stdin… are made as udev makes them on a real host:
+// `nft -f -` (the reference's spoof check, hostfw.Load) reads /dev/stdin.
+//
 // /sbin/modprobe, which the kernel runs when it wants a module (a link
 // kind, an nftables expression), only reports the request: every module
 // the tests need is loaded up front, and a request names one that is not.
@@ -31,6 +34,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
+ln -s /proc/self/fd /dev/fd; ln -s fd/0 /dev/stdin; ln -s fd/1 /dev/stdout; ln -s fd/2 /dev/stderr
 for d in /tmp /run /var /root /dev/shm; do mkdir -p $d; mount -t tmpfs tmpfs $d; done
 mkdir -p /var/tmp /var/run /var/lib
 . /vmtest/env

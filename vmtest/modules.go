@@ -46,6 +46,9 @@ var Modules = []string{
 	// kube-proxy's iptables mode marks packets for masquerading (-m mark,
 	// -j MARK): both are xt_mark.
 	"xt_mark",
+	// The reference portmap's entry rules (-m multiport), which the
+	// switching tests (reliability/upgrade) have the reference make.
+	"xt_multiport",
 }
 
 // mergedInto names modules of the list that newer kernels build into

@@ -45,15 +45,24 @@ type rtEnv struct {
 type commonFlags struct {
 	cacheDir  *string
 	hostNetns *string
+	ifname    *string
 }
 
 func addCommonFlags(fs *flag.FlagSet) commonFlags {
-	return commonFlags{
+	f := commonFlags{
 		cacheDir: fs.String("cache-dir", os.Getenv(envCacheDir),
 			"result cache base directory (default $"+envCacheDir+" or "+cniruntime.DefaultCacheDir+")"),
 		hostNetns: fs.String("host-netns", "",
 			"run the plugins inside this network namespace instead of the current one"),
 	}
+	return f
+}
+
+// addIfnameFlag adds cnitool's -i/-ifname (v1.3.1) to the commands that
+// attach one interface (run names its interfaces with -ifname-prefix).
+func addIfnameFlag(fs *flag.FlagSet, f *commonFlags) {
+	f.ifname = fs.String("ifname", "", "interface name (default $"+envCNIIfname+" or eth0)")
+	fs.StringVar(f.ifname, "i", "", "short for -ifname")
 }
 
 // loadEnv reads the environment the way cnitool does, with our defaults
@@ -63,6 +72,9 @@ func loadEnv(f commonFlags) (*rtEnv, error) {
 	e := &rtEnv{confDir: os.Getenv(envNetConfPath), ifname: os.Getenv(envCNIIfname)}
 	if e.confDir == "" {
 		e.confDir = cniruntime.DefaultConfDir
+	}
+	if f.ifname != nil && *f.ifname != "" {
+		e.ifname = *f.ifname
 	}
 	if e.ifname == "" {
 		e.ifname = "eth0"
@@ -151,12 +163,13 @@ type attachArgs struct {
 func parseAttach(cmd string, args []string, needNetns bool, extra func(*flag.FlagSet), usage string) (*attachArgs, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	common := addCommonFlags(fs)
+	addIfnameFlag(fs, &common)
 	cid := fs.String("container-id", "", "container ID (default: derived from the netns path, as cnitool does)")
 	if extra != nil {
 		extra(fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID]%s <network> <netns>\n", cmd, usage)
+		fmt.Fprintf(fs.Output(), "usage: nftcni %s [-cache-dir DIR] [-host-netns PATH] [-container-id ID] [-i IFNAME]%s <network> <netns>\n", cmd, usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -307,6 +320,10 @@ func cmdGC(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if list.DisableGC {
+		fmt.Fprintf(stderr, "nftcni: gc: %s: the network sets disableGC: nothing is deleted or collected\n", list.Name)
+		return nil
+	}
 	// Like gc --all: under the network's lock, and an attachment our ADD
 	// recorded is valid while its namespace exists even if the runtime
 	// has not cached it (yet): an ADD in flight is never collected.
@@ -327,6 +344,7 @@ func cmdGC(args []string, stderr io.Writer) error {
 		return fmt.Errorf("reading the attachment records: %w", err)
 	}
 	valid := []cni.Attachment{}
+	stale := 0
 	recorded := map[cni.Attachment]bool{}
 	for _, r := range recs {
 		if st, _ := netns.Probe(r.NetNS); st != netns.Gone {
@@ -342,11 +360,31 @@ func cmdGC(args []string, stderr io.Writer) error {
 		}
 		if !a.Live() {
 			fmt.Fprintf(stderr, "nftcni: gc: %s: deleting stale attachment %s %s (%v)\n", list.Name, a.ContainerID, a.IfName, a.NetNSWhy)
+			stale++
 			continue
 		}
 		valid = append(valid, at)
 	}
+	fmt.Fprintln(stderr, gcPlan(list, len(valid), stale))
 	return env.runtime.GCNetworkList(context.Background(), list, &cniruntime.GCArgs{ValidAttachments: valid})
+}
+
+// gcPlan says what gc is about to do: how many attachments stay (cached or
+// recorded, namespace present) and go, and what the plugins are told. Plugins get the valid list
+// always, never none: a GC without a list means "release everything" to
+// some plugins (the reference's host-local since v1.10.0).
+func gcPlan(list *cniruntime.NetworkConfigList, valid, stale int) string {
+	plural := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	plan := fmt.Sprintf("nftcni: gc: %s: keeping %s (namespace present), deleting %d", list.Name, plural(valid, "attachment"), stale)
+	if ok, err := cni.GreaterThanOrEqual(list.CNIVersion, "1.1.0"); err != nil || !ok {
+		return plan + fmt.Sprintf("; cniVersion %s has no GC command, so plugins release nothing else", list.CNIVersion)
+	}
+	return plan + fmt.Sprintf("; then every plugin gets the list of the %d kept and releases what it holds for any other attachment of the network", valid)
 }
 
 func cmdStatus(args []string) error {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nftcni/nftcni/attachrec"
+	"github.com/nftcni/nftcni/cniruntime"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 )
@@ -451,6 +452,10 @@ func TestGC(t *testing.T) {
 	if !strings.Contains(out.stderr, "deleting stale attachment "+goneID+" eth0") || strings.Contains(out.stderr, keepID) {
 		t.Errorf("gc stderr %q", out.stderr)
 	}
+	// It says what it does, and that plugins get a list (never none).
+	if want := "nftcni: gc: chain: keeping 1 attachment (namespace present), deleting 1; then every plugin gets the list of the 1 kept and releases what it holds for any other attachment of the network\n"; !strings.HasSuffix(out.stderr, want) {
+		t.Errorf("gc stderr %q, want it to end with %q", out.stderr, want)
+	}
 	entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results"))
 	if len(entries) != 1 || entries[0].Name() != "chain-"+keepID+"-eth0" {
 		t.Errorf("cache after gc: %v", entries)
@@ -502,6 +507,10 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"status", "-host-netns", missingNS, "lo"}, nil, 1, "nftcni: host netns: "},
 		{[]string{"add", "lo", "/proc/self/ns/net"}, []string{"CNI_IFNAME=waytoolonginterfacename"}, 1,
 			`nftcni: plugin type="loopback" failed (add): interface name is too long; interface name should be less than 16 characters (CNI error code 4)` + "\n"},
+		// The caller's trace context reaches the plugin, whose error names the trace.
+		// (DEL: the runtime checks ADD's interface name before any plugin runs.)
+		{[]string{"del", "lo", missingNS}, []string{"CNI_IFNAME=waytoolonginterfacename", "TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, 1,
+			`nftcni: plugin type="loopback" failed (delete): interface name is too long (trace_id=4bf92f3577b34da6a3ce929d0e0e4736); interface name should be less than 16 characters (CNI error code 4)` + "\n"},
 		{[]string{"run", "--ifname-prefix", "averyverylongname", "--net", "lo", "--", "true"}, nil, 1, "longer than 15 bytes"},
 	} {
 		c.extra = tc.env
@@ -537,5 +546,48 @@ func TestParseCNIArgs(t *testing.T) {
 	}
 	if id := cnitoolContainerID("/var/run/netns/testing"); !strings.HasPrefix(id, "cnitool-") || len(id) != len("cnitool-")+20 {
 		t.Errorf("container ID %q", id)
+	}
+}
+
+// TestGCPlan: what gc says before it acts, per network version.
+func TestGCPlan(t *testing.T) {
+	for _, tc := range []struct {
+		version      string
+		valid, stale int
+		want         string
+	}{
+		{"1.1.0", 0, 2, "nftcni: gc: n: keeping 0 attachments (namespace present), deleting 2; then every plugin gets the list of the 0 kept and releases what it holds for any other attachment of the network"},
+		{"1.0.0", 3, 0, "nftcni: gc: n: keeping 3 attachments (namespace present), deleting 0; cniVersion 1.0.0 has no GC command, so plugins release nothing else"},
+	} {
+		if got := gcPlan(&cniruntime.NetworkConfigList{Name: "n", CNIVersion: tc.version}, tc.valid, tc.stale); got != tc.want {
+			t.Errorf("gcPlan(%s, %d, %d) = %q, want %q", tc.version, tc.valid, tc.stale, got, tc.want)
+		}
+	}
+}
+
+// TestIfnameFlag: -i (and -ifname), cnitool's since v1.3.1, name the
+// interface instead of CNI_IFNAME; the attachment is cached under it, and
+// check and del find it by it.
+func TestIfnameFlag(t *testing.T) {
+	privtest.Require(t)
+	c := newCLI(t)
+	c.conf("10-lo.conflist", loConf)
+	ns := privtest.NewNS(t)
+	c.extra = []string{"CNI_IFNAME=eth0"}
+	if out := c.run("add", "-i", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Fatalf("add -i eth7: %d %s", out.status, out.stderr)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results"))
+	if want := "lo-" + cnitoolContainerID(ns.Path()) + "-eth7"; len(entries) != 1 || entries[0].Name() != want {
+		t.Fatalf("cache after add -i eth7: %v, want %s", entries, want)
+	}
+	if out := c.run("check", "-ifname", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Errorf("check -ifname eth7: %d %s", out.status, out.stderr)
+	}
+	if out := c.run("del", "-i", "eth7", "lo", ns.Path()); out.status != 0 {
+		t.Errorf("del -i eth7: %d %s", out.status, out.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.cacheDir, "results")); len(entries) != 0 {
+		t.Errorf("cache after del -i eth7: %v", entries)
 	}
 }

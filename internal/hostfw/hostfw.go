@@ -339,23 +339,37 @@ func Load(t testing.TB, ns *netns.NS, script string) {
 // and policy is as it was.
 func Others(t testing.TB, ns *netns.NS) string {
 	t.Helper()
+	lines := objects(t, ns, false, func(kind string, v map[string]any) bool {
+		table, _ := v["table"].(string)
+		if kind == "table" {
+			table, _ = v["name"].(string)
+		}
+		if strings.HasPrefix(table, nft.TablePrefix) {
+			return false
+		}
+		if c, ok := v["comment"].(string); ok && kind == "rule" {
+			if _, ours := nft.ParseTag(c); ours {
+				return false
+			}
+		}
+		return true
+	})
+	return strings.Join(lines, "\n")
+}
+
+// objects are the objects of ns's ruleset that keep accepts, one JSON
+// object per line (`nft -j -s`: no counters), in nft's order, without
+// their handles when noHandles.
+func objects(t testing.TB, ns *netns.NS, noHandles bool, keep func(kind string, v map[string]any) bool) []string {
+	t.Helper()
 	var lines []string
 	for _, obj := range ruleset(t, ns) {
 		for kind, v := range obj {
-			if kind == "metainfo" {
+			if kind == "metainfo" || !keep(kind, v) {
 				continue
 			}
-			table, _ := v["table"].(string)
-			if kind == "table" {
-				table, _ = v["name"].(string)
-			}
-			if strings.HasPrefix(table, nft.TablePrefix) {
-				continue
-			}
-			if c, ok := v["comment"].(string); ok && kind == "rule" {
-				if _, ours := nft.ParseTag(c); ours {
-					continue
-				}
+			if noHandles {
+				delete(v, "handle")
 			}
 			b, err := json.Marshal(map[string]any{kind: v})
 			if err != nil {
@@ -364,7 +378,7 @@ func Others(t testing.TB, ns *netns.NS) string {
 			lines = append(lines, string(b))
 		}
 	}
-	return strings.Join(lines, "\n")
+	return lines
 }
 
 // ruleset is `nft -j -s list ruleset` in ns, object by object.
@@ -481,4 +495,16 @@ func Diff(t testing.TB, what, want, got string) {
 	if n, a, b, ok := golden.FirstDiff(want, got); ok {
 		t.Errorf("%s changed, first at line %d:\n  was %s\n  now %s", what, n, a, b)
 	}
+}
+
+// Layout is every table, chain and rule of ns without handles, counters
+// and order, one JSON object per line, sorted: what is there, however and
+// in whatever order it was made. Two namespaces with equal layouts hold
+// the same ruleset as far as a packet can tell, save the order of rules
+// within a chain.
+func Layout(t testing.TB, ns *netns.NS) string {
+	t.Helper()
+	lines := objects(t, ns, true, func(string, map[string]any) bool { return true })
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }

@@ -230,7 +230,15 @@ func (th *Host) DelNetnsGone(ctr *netns.NS, destroy func(), own nft.Owner, conf 
 // print the same but for the version.
 func ResultPerVersion(t *testing.T, add func(t *testing.T, version string) (string, Placeholders)) {
 	t.Helper()
-	file := func(v string) string { return "result-" + v + ".json" }
+	ResultPerVersionAs(t, "result", add)
+}
+
+// ResultPerVersionAs is ResultPerVersion for a package's second kind of
+// result (a layer-2 one, say): its golden files are testdata/<name>-0.3.1.json
+// and <name>-1.0.0.json.
+func ResultPerVersionAs(t *testing.T, name string, add func(t *testing.T, version string) (string, Placeholders)) {
+	t.Helper()
+	file := func(v string) string { return name + "-" + v + ".json" }
 	want := map[string]string{}
 	if !golden.Updating() {
 		for _, v := range []string{"0.3.1", "1.0.0"} {

@@ -109,21 +109,23 @@ func TestAllocationSequences(t *testing.T) {
 		},
 		{
 			name: "explicit bounds hand out network and broadcast",
-			ipam: `"subnet":"10.5.0.0/30","rangeStart":"10.5.0.0","rangeEnd":"10.5.0.3","gateway":"10.9.0.1"`,
+			ipam: `"subnet":"10.5.0.0/30","rangeStart":"10.5.0.0","rangeEnd":"10.5.0.3"`,
 			steps: []step{
 				{op: "add", id: "c1", want: "10.5.0.0/30"},
-				{op: "add", id: "c2", want: "10.5.0.1/30"},
-				{op: "add", id: "c3", want: "10.5.0.2/30"},
-				{op: "add", id: "c4", want: "10.5.0.3/30"},
+				{op: "add", id: "c2", want: "10.5.0.2/30"}, // .1 is the gateway
+				{op: "add", id: "c3", want: "10.5.0.3/30"},
 			},
 		},
 		{
 			name: "gateway of another range is not skipped",
-			ipam: `"ranges":[[{"subnet":"10.6.0.0/30","gateway":"10.6.1.2"},{"subnet":"10.6.1.0/30"}]]`,
+			ipam: `"ranges":[[{"subnet":"10.6.0.0/29","rangeEnd":"10.6.0.3","gateway":"10.6.0.5"},{"subnet":"10.6.0.0/29","rangeStart":"10.6.0.4"}]]`,
 			steps: []step{
-				{op: "add", id: "c1", want: "10.6.0.1/30"},
-				{op: "add", id: "c2", want: "10.6.0.2/30"},
-				{op: "add", id: "c3", want: "10.6.1.2/30"}, // 10.6.1.1 is skipped, 10.6.1.2 is not
+				{op: "add", id: "c1", want: "10.6.0.1/29"}, // the second range's gateway, not this one's
+				{op: "add", id: "c2", want: "10.6.0.2/29"},
+				{op: "add", id: "c3", want: "10.6.0.3/29"},
+				{op: "add", id: "c4", want: "10.6.0.4/29"},
+				{op: "add", id: "c5", want: "10.6.0.5/29"}, // the first range's gateway
+				{op: "add", id: "c6", want: "10.6.0.6/29"},
 			},
 		},
 		{
@@ -254,7 +256,7 @@ func TestRequestedLeftoverRollsBack(t *testing.T) {
 func TestLargeIPv6RangeIsNotWalked(t *testing.T) {
 	is := is.New(t)
 	dir := t.TempDir()
-	stdin := netconf(t, dir, "", `"subnet":"2001:db8::/64"`)
+	stdin := netconf(t, dir, "", `"subnet":"2001:db8::/64","notReadyWhenFull":true`)
 	d := netDir(dir)
 	is.NoErr(os.MkdirAll(d, 0o755))
 	a := netip.MustParseAddr("2001:db8::2")

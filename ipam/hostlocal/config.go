@@ -19,7 +19,10 @@ type Config struct {
 	CNIVersion string
 	DataDir    string // "" means defaultDataDir
 	ResolvConf string
-	Routes     []*cni.Route
+	// NotReadyWhenFull makes STATUS answer code 50 when some range set has
+	// no free address (status.go says why that is not the default).
+	NotReadyWhenFull bool
+	Routes           []*cni.Route
 	// Ranges is the assembled list: runtimeConfig.ipRanges, then the
 	// legacy single range, then ipam.ranges. Its indexes key the
 	// last_reserved_ip.<i> files.
@@ -61,6 +64,8 @@ type wireIPAM struct {
 	DataDir    string         `json:"dataDir"`
 	ResolvConf string         `json:"resolvConf"`
 	Ranges     []wireRangeSet `json:"ranges"`
+	// NotReadyWhenFull is ours (the reference has no STATUS handler).
+	NotReadyWhenFull bool `json:"notReadyWhenFull"`
 }
 
 type wireRangeSet []wireRange
@@ -89,6 +94,8 @@ func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
 		CNIVersion: n.CNIVersion,
 		DataDir:    n.IPAM.DataDir,
 		ResolvConf: n.IPAM.ResolvConf,
+
+		NotReadyWhenFull: n.IPAM.NotReadyWhenFull,
 	}
 	for _, r := range n.IPAM.Routes {
 		if r != nil {
@@ -270,9 +277,13 @@ func (w wireRange) canonicalize(path string) (Range, error) {
 	r := Range{Subnet: network, Gateway: toAddr(w.Gateway)}
 	if !r.Gateway.IsValid() {
 		r.Gateway = ip.Next()
+	} else if !network.Contains(r.Gateway) {
+		return bad("gateway", fmt.Errorf("gateway %s not in network %s", r.Gateway, network),
+			fmt.Sprintf("the gateway must lie in the subnet, or leave it out for %s", ip.Next()))
 	}
-	// rangeStart is checked against an explicit rangeEnd only (like the
-	// reference, which has not defaulted the end yet at this point).
+	// rangeStart is checked against an explicit rangeEnd here (like the
+	// reference, which has not defaulted the end yet at this point), and
+	// against the defaulted one at the end.
 	r.RangeEnd = toAddr(w.RangeEnd)
 	if start := toAddr(w.RangeStart); start.IsValid() {
 		r.RangeStart = start
@@ -290,6 +301,12 @@ func (w wireRange) canonicalize(path string) (Range, error) {
 		}
 	} else {
 		r.RangeEnd = lastAddr(network)
+	}
+	// Only now, with rangeEnd defaulted, can an explicit rangeStart be
+	// past it (the broadcast address of an IPv4 subnet, say).
+	if r.RangeEnd.Less(r.RangeStart) {
+		return bad("rangeStart", fmt.Errorf("RangeStart %s is after RangeEnd %s in network %s", r.RangeStart, r.RangeEnd, network),
+			fmt.Sprintf("rangeStart must lie at or before rangeEnd (without rangeEnd: at or before %s)", lastAddr(network)))
 	}
 	return r, nil
 }

@@ -23,10 +23,16 @@ type gcConf struct {
 	Old   *[]cni.Attachment `json:"cni.dev/attachments"`
 }
 
-// cmdGC releases every reservation whose owner is not a valid attachment
-// (the reference does nothing). Without a list at
-// all it does nothing and says so: releasing everything because a runtime
-// forgot the key would be far worse than leaking until the next GC.
+// cmdGC releases every reservation whose owner is not a valid attachment.
+// Without a list at all (the key absent or null) it releases nothing and
+// says so. The spec has the runtime hand GC the list of attachments that
+// are still valid, and the runtime must not use GC in place of DEL; a GC
+// without that list tells nothing about which containers are gone.
+// Releasing everything then (as the reference does since v1.10.0) frees
+// the addresses of running containers, and the next ADDs hand them out
+// again: two containers with one address. Leaking until the next GC with
+// a list is far less harmful; an explicit empty list does release every
+// reservation of the network.
 func cmdGC(_ context.Context, a *cni.CmdArgs) error {
 	var c gcConf
 	if err := json.Unmarshal(a.StdinData, &c); err != nil {
@@ -38,7 +44,7 @@ func cmdGC(_ context.Context, a *cni.CmdArgs) error {
 	nc := cni.NetConf{ValidAttachments: c.Valid, OldAttachments: c.Old}
 	atts, ok := nc.Attachments()
 	if !ok {
-		a.Logf("host-local: GC needs the cni.dev/valid-attachments list; none was given, nothing released")
+		a.Logf("host-local: GC needs the cni.dev/valid-attachments list; none was given, nothing released (an empty list releases every reservation of the network)")
 		return nil
 	}
 	st, err := openStore(c.IPAM.DataDir, c.Name)

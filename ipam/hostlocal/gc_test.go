@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 	"github.com/nftcni/nftcni/cni"
@@ -121,7 +122,7 @@ func TestGCDoesNotNeedValidRanges(t *testing.T) {
 func TestStatus(t *testing.T) {
 	is := is.New(t)
 	dataDir := t.TempDir()
-	stdin := string(netconf(t, dataDir, "", `"ranges":[[{"subnet":"2001:db8::/64"}],[{"subnet":"10.1.0.0/29","rangeStart":"10.1.0.2"}]]`))
+	stdin := string(netconf(t, dataDir, "", `"notReadyWhenFull":true,"ranges":[[{"subnet":"2001:db8::/64"}],[{"subnet":"10.1.0.0/29","rangeStart":"10.1.0.2"}]]`))
 	status := func() plugintest.Outcome {
 		return plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin})
 	}
@@ -146,25 +147,78 @@ func TestStatus(t *testing.T) {
 	is.NoErr(os.Mkdir(filepath.Join(netDir(dataDir), "10.1.0.2"), 0o755))
 	is.Equal(status().Status, 1)
 
-	// Config errors stay plain errors (999).
-	e = plugintest.MustFail(t, Plugin, plugintest.Call{Command: "STATUS", Stdin: `{"cniVersion":"1.1.0","name":"net","ipam":{}}`})
+	// Judging the ranges needs them: config errors stay plain errors (999).
+	e = plugintest.MustFail(t, Plugin, plugintest.Call{Command: "STATUS", Stdin: `{"cniVersion":"1.1.0","name":"net","ipam":{"notReadyWhenFull":true}}`})
 	is.Equal(e, cni.Error{Code: 999, Msg: "no IP ranges specified"})
+}
+
+// TestStatusFullIsReady: by default a full range leaves STATUS ready (the
+// runtimes would report the node not ready and its pods would be
+// evicted); the next ADD is what fails, naming the range.
+func TestStatusFullIsReady(t *testing.T) {
+	is := is.New(t)
+	dataDir := t.TempDir()
+	stdin := string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/29","rangeStart":"10.1.0.2","rangeEnd":"10.1.0.3"`))
+	for _, id := range []string{"a", "b"} {
+		plugintest.MustSucceed(t, Plugin, plugintest.Call{Command: "ADD", ContainerID: id, IfName: "eth0", Netns: "/x", Stdin: stdin})
+	}
+	e := plugintest.MustFail(t, Plugin, plugintest.Call{Command: "ADD", ContainerID: "c", IfName: "eth0", Netns: "/x", Stdin: stdin})
+	is.Equal(e.Msg, "failed to allocate for range 0: no IP addresses available in range set: 10.1.0.2-10.1.0.3")
+	o := plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin})
+	is.Equal(o.Status, 0)
+	is.Equal(o.Stdout, "")
+	// false says the same.
+	stdin = string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/29","rangeStart":"10.1.0.2","rangeEnd":"10.1.0.3","notReadyWhenFull":false`))
+	is.Equal(plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin}).Status, 0)
+	// Without the key the ranges are not read: a config ADD refuses is
+	// ADD's to report, not a reason to take the node's pods.
+	stdin = string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/31"`))
+	is.Equal(plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin}).Status, 0)
+	// The key's type is checked all the same.
+	e = plugintest.MustFail(t, Plugin, plugintest.Call{Command: "STATUS", Stdin: string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/30","notReadyWhenFull":"yes"`))})
+	is.Equal(e.Code, uint(999))
+	is.True(strings.Contains(e.Msg, "notReadyWhenFull"))
 }
 
 func TestStatusStoreUnusable(t *testing.T) {
 	is := is.New(t)
 	file := filepath.Join(t.TempDir(), "file")
 	writeFile(t, file, "", 0o600)
-	e := plugintest.MustFail(t, Plugin, plugintest.Call{Command: "STATUS", Stdin: string(netconf(t, file, "", `"subnet":"10.1.2.0/24"`))})
-	is.Equal(e.Code, uint(50))
-	is.Equal(e.Msg, "host-local store unavailable: mkdir "+file+": not a directory")
+	for _, keys := range []string{`"subnet":"10.1.2.0/24"`, `"subnet":"10.1.2.0/24","notReadyWhenFull":true`} {
+		e := plugintest.MustFail(t, Plugin, plugintest.Call{Command: "STATUS", Stdin: string(netconf(t, file, "", keys))})
+		is.Equal(e.Code, uint(50))
+		is.Equal(e.Msg, "host-local store unavailable: mkdir "+file+": not a directory")
+	}
+}
+
+// TestStatusDoesNotWait: a lock held by a running ADD (here: by the test)
+// is a working store; STATUS answers at once instead of queueing behind it.
+func TestStatusDoesNotWait(t *testing.T) {
+	is := is.New(t)
+	dataDir := t.TempDir()
+	stdin := string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/30","notReadyWhenFull":true`))
+	st, err := openStore(dataDir, "net")
+	is.NoErr(err)
+	defer st.Close()
+	done := make(chan plugintest.Outcome, 1)
+	is.NoErr(st.withLock(func() error {
+		go func() { done <- plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin}) }()
+		select {
+		case o := <-done:
+			is.Equal(o.Status, 0)
+		case <-time.After(10 * time.Second):
+			t.Fatal("STATUS waited for the store lock")
+		}
+		return nil
+	}))
 }
 
 func TestStatusGatewayOutsideRange(t *testing.T) {
 	is := is.New(t)
 	dataDir := t.TempDir()
-	// .1 is allocatable here (the gateway is elsewhere): 2 addresses.
-	stdin := string(netconf(t, dataDir, "", `"subnet":"10.1.0.0/30","gateway":"10.9.0.1"`))
+	// .1 is the gateway but outside [rangeStart, rangeEnd]: 2 addresses,
+	// none taken off for the gateway.
+	stdin := string(netconf(t, dataDir, "", `"notReadyWhenFull":true,"subnet":"10.1.0.0/29","rangeStart":"10.1.0.2","rangeEnd":"10.1.0.3"`))
 	for _, id := range []string{"a", "b"} {
 		is.Equal(plugintest.Run(Plugin, plugintest.Call{Command: "STATUS", Stdin: stdin}).Status, 0)
 		plugintest.MustSucceed(t, Plugin, plugintest.Call{Command: "ADD", ContainerID: id, IfName: "eth0", Netns: "/x", Stdin: stdin})

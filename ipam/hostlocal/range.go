@@ -11,7 +11,7 @@ type Range struct {
 	Subnet     netip.Prefix // network address, no host bits
 	RangeStart netip.Addr
 	RangeEnd   netip.Addr
-	Gateway    netip.Addr // may lie anywhere, even outside Subnet
+	Gateway    netip.Addr // inside Subnet, not necessarily inside [RangeStart, RangeEnd]
 }
 
 // RangeSet is a non-empty list of same-family, non-overlapping ranges; ADD

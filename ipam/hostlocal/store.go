@@ -159,16 +159,9 @@ type listing struct {
 // longer share the inode of their address file.
 func (s *store) scan() (listing, error) {
 	l := listing{names: map[string]bool{}, owner: map[string]string{}}
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(s.dirFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	ents, err := s.entries()
 	if err != nil {
-		return l, &os.PathError{Op: "open", Path: s.dir, Err: err}
-	}
-	ents, err := readDir(fd)
-	unix.Close(fd)
-	if err != nil {
-		return l, &os.PathError{Op: "readdirent", Path: s.dir, Err: err}
+		return l, err
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
 	inode := map[string]uint64{}
@@ -201,6 +194,23 @@ func (s *store) scan() (listing, error) {
 		delete(l.names, k.name)
 	}
 	return l, nil
+}
+
+// entries reads the network directory's entries afresh (through a new
+// descriptor: the store's own stays at its offset).
+func (s *store) entries() ([]dirent, error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(s.dirFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: s.dir, Err: err}
+	}
+	ents, err := readDir(fd)
+	unix.Close(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "readdirent", Path: s.dir, Err: err}
+	}
+	return ents, nil
 }
 
 // dirent is one directory entry with its inode number.

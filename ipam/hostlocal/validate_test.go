@@ -37,6 +37,10 @@ func TestValidate(t *testing.T) {
 			`ipam.ranges[0][0].gateway: invalid IP address: gw: write one IPv4 or IPv6 address, e.g. "10.22.0.1"`},
 		{"rangeStart outside", conf(`,"ranges":[[{"subnet":"10.0.0.0/24","rangeStart":"10.0.1.5"}]]`),
 			`ipam.ranges[0][0].rangeStart: RangeStart 10.0.1.5 not in network 10.0.0.0/24: rangeStart must lie in the subnet, at or before rangeEnd`},
+		{"gateway outside the subnet", conf(`,"ranges":[[{"subnet":"10.0.0.0/24","gateway":"10.0.1.1"}]]`),
+			`ipam.ranges[0][0].gateway: gateway 10.0.1.1 not in network 10.0.0.0/24: the gateway must lie in the subnet, or leave it out for 10.0.0.1`},
+		{"rangeStart after the defaulted rangeEnd", conf(`,"subnet":"10.0.0.0/24","rangeStart":"10.0.0.255"`),
+			`ipam.rangeStart: RangeStart 10.0.0.255 is after RangeEnd 10.0.0.254 in network 10.0.0.0/24: rangeStart must lie at or before rangeEnd (without rangeEnd: at or before 10.0.0.254)`},
 		{"rangeEnd outside", conf(`,"subnet":"10.0.0.0/24","rangeEnd":"10.0.1.5"`),
 			`ipam.rangeEnd: RangeEnd 10.0.1.5 not in network 10.0.0.0/24: rangeEnd must lie in the subnet, at or after rangeStart`},
 		{"empty set", conf(`,"ranges":[[{"subnet":"10.0.0.0/24"}],[]]`),
@@ -55,6 +59,9 @@ func TestValidate(t *testing.T) {
 			`ipam.routes[0]: invalid CIDR address: nope: write "dst" as a CIDR and "gw" as an address, e.g. {"dst": "0.0.0.0/0", "gw": "10.22.0.1"}`},
 		{"type error", conf(`,"subnet":"10.0.0.0/24","routes":[{"dst":"0.0.0.0/0","mtu":"x"}]`),
 			`ipam.routes.mtu: json: cannot unmarshal string into Go struct field wireIPAM.ipam.routes.mtu of type int`},
+		{"notReadyWhenFull", conf(`,"subnet":"10.0.0.0/24","notReadyWhenFull":true`), ""},
+		{"notReadyWhenFull not a bool", conf(`,"subnet":"10.0.0.0/24","notReadyWhenFull":"yes"`),
+			`ipam.notReadyWhenFull: json: cannot unmarshal string into Go struct field wireIPAM.ipam.notReadyWhenFull of type bool`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

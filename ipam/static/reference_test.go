@@ -12,7 +12,7 @@ import (
 )
 
 // referenceModule is the reference plugin this package must answer like.
-const referenceModule = "github.com/containernetworking/plugins/plugins/ipam/static@v1.9.1"
+const referenceModule = "github.com/containernetworking/plugins/plugins/ipam/static@v1.10.0"
 
 // referenceBinary is the reference static plugin: the one in
 // NFTCNI_REFERENCE_DIR when set (`make reference`'s, which make test and

@@ -546,18 +546,8 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("host port %d/%s on %s is already mapped by %s", e.HostPort, ProtoName(e.Proto), where, holder)
 }
 
-// ProtoName is the protocol's name as nft prints it.
-func ProtoName(p uint8) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	}
-	return fmt.Sprintf("proto-%d", p)
-}
+// ProtoName is the protocol's name as nft prints it (nft.ProtoName).
+func ProtoName(p uint8) string { return nft.ProtoName(p) }
 
 // planned is one owner's wanted state per family.
 type planned struct {

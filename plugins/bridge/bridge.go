@@ -12,6 +12,7 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -81,6 +82,19 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+
+	// A bridge whose last port left before it was ever pinned has the zero
+	// MAC: it would take this ADD's port's MAC when the port joins, and
+	// derive its IPv6 link-local address from that if its carrier comes
+	// back before ensureAddr pins it (when depends on the kernel's link
+	// watch). A gateway bridge gets its random MAC (pinMAC) before the port
+	// joins instead, so its link-local address is always its own.
+	if conf.IsGW && conf.isL3() && isZeroMAC(br.MAC) {
+		if err := pinMAC(hh, &br); err != nil {
+			return nil, err
+		}
+		brIface.Mac = br.MAC.String()
 	}
 
 	hostVeth, contIface, err := setupVeth(hh, hc, add.HostNS, a.IfName, conf.MTU, mac)
@@ -203,7 +217,7 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 		// this one fail on it. Pinned here as ensureAddr pins it where
 		// the bridge carries the gateway.
 		if conf.Vlan != 0 && len(gws4)+len(gws6) > 0 {
-			if err := pinMAC(hh, br); err != nil {
+			if err := pinMAC(hh, &br); err != nil {
 				return err
 			}
 		}
@@ -222,10 +236,10 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 						vlanIface = &cni.Interface{Name: vl.Name, Mac: vl.MAC.String()}
 						result.Interfaces = append(result.Interfaces, vlanIface)
 					}
-					if err := ensureAddr(hh, vl, gw, conf.ForceAddress); err != nil {
+					if err := ensureAddr(hh, &vl, gw, conf.ForceAddress); err != nil {
 						return fmt.Errorf("failed to set vlan interface for bridge with addr: %w", err)
 					}
-				} else if err := ensureAddr(hh, br, gw, conf.ForceAddress); err != nil {
+				} else if err := ensureAddr(hh, &br, gw, conf.ForceAddress); err != nil {
 					return fmt.Errorf("failed to set bridge addr: %w", err)
 				}
 			}
@@ -460,12 +474,15 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 	return l, nil
 }
 
-// ensureAddr puts gateway address gw on link l. An equal
-// address ends the procedure; any other IPv4 address, or an overlapping
-// IPv6 one, is a conflict that forceAddress resolves by deleting it. Before
-// adding, the link's MAC is set to the MAC it had when looked up, which
-// pins a bridge's MAC (it would otherwise follow its ports).
-func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force bool) error {
+// ensureAddr puts gateway address gw on link l, unless it has it already;
+// any other IPv4 address, or an overlapping IPv6 one, is a conflict that
+// forceAddress resolves by deleting it. Either way the link's MAC is
+// pinned (pinMAC) — also when the address was there already (a bridge an
+// administrator or another tool gave the gateway address, or an ADD killed
+// after adding it), as the reference does since v1.10.0: a gateway whose
+// MAC follows the bridge's ports changes it as containers come and go,
+// and the containers' neighbour entries for the gateway go stale.
+func ensureAddr(hh *netlinkx.Handle, l *netlinkx.Link, gw netip.Prefix, force bool) error {
 	fam := unix.AF_INET6
 	if gw.Addr().Is4() {
 		fam = unix.AF_INET
@@ -475,9 +492,11 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 		return fmt.Errorf("could not get list of IP addresses: %w", netlinkx.Cause(err))
 	}
 	want := gw.String()
+	found := false
 	for _, a := range addrs {
 		if a.Prefix.String() == want {
-			return nil
+			found = true
+			break
 		}
 		if fam == unix.AF_INET || a.Prefix.Masked().Contains(gw.Addr()) || gw.Masked().Contains(a.Prefix.Addr()) {
 			if !force {
@@ -488,37 +507,42 @@ func ensureAddr(hh *netlinkx.Handle, l netlinkx.Link, gw netip.Prefix, force boo
 			}
 		}
 	}
-	// The MAC is pinned before the address is added: an ADD killed in
-	// between must not leave a gateway on a bridge whose MAC still follows
-	// its ports, since the next ADD stops at the equal address above.
-	if err := pinMAC(hh, l); err != nil {
-		return err
+	if !found {
+		// No DAD for the gateway: IPAM never hands it out, and with DAD
+		// the container's IPv6 default route is unusable for the first ~2 s.
+		if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
+		}
 	}
-	// No DAD for the gateway: IPAM never hands it out, and with DAD the
-	// container's IPv6 default route is unusable for the first ~2 s.
-	if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
-	}
-	return nil
+	return pinMAC(hh, l)
 }
 
-// pinMAC sets link l's MAC to the one it had when looked up: a bridge's
-// MAC then no longer follows its ports. A bridge that lost all its ports
-// before being pinned (a killed ADD, then DEL) has the zero MAC, which
-// cannot be set; it is pinned to the MAC it took from the port just
-// attached.
-func pinMAC(hh *netlinkx.Handle, l netlinkx.Link) error {
+// pinMAC sets link l's MAC to the one it had when looked up (before this
+// ADD attached its port), and records it in l: a bridge's MAC then no
+// longer follows its ports.
+// A bridge whose last port left before it was ever pinned has the zero
+// MAC, which cannot be set; it gets a random locally administered unicast
+// MAC instead, as the kernel gives a new bridge and as the reference does
+// since v1.10.0 (no neighbour can hold the zero MAC, so nothing goes
+// stale). Taking the new port's MAC would do as well, but would give the
+// bridge, and the link-local address made from its MAC, the same as one
+// container's host-side veth.
+func pinMAC(hh *netlinkx.Handle, l *netlinkx.Link) error {
 	mac := l.MAC
+	if len(mac) == 0 {
+		return nil
+	}
 	if isZeroMAC(mac) {
-		if cur, err := hh.LinkByName(l.Name); err == nil {
-			mac = cur.MAC
+		mac = make(net.HardwareAddr, 6)
+		if _, err := rand.Read(mac); err != nil {
+			return fmt.Errorf("failed to generate random MAC address: %w", err)
 		}
+		mac[0] = mac[0]&^0x01 | 0x02 // unicast, locally administered
 	}
-	if len(mac) > 0 && !isZeroMAC(mac) {
-		if err := hh.SetMAC(l.Name, mac); err != nil {
-			return fmt.Errorf("could not set bridge's mac: %w", netlinkx.Cause(err))
-		}
+	if err := hh.SetMAC(l.Name, mac); err != nil {
+		return fmt.Errorf("could not set bridge's mac: %w", netlinkx.Cause(err))
 	}
+	l.MAC = mac // the next gateway's ensureAddr pins the same
 	return nil
 }
 

@@ -8,8 +8,10 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/macspoof"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/nft/reference"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
 
 // cmdDel removes the container's veth pair, releases its addresses and
@@ -17,7 +19,10 @@ import (
 // interface or namespace is "already done", and the IPAM release and the
 // nftables teardown (which go by owner, not by address) run in every case,
 // also when CNI_NETNS is empty or gone — where the reference leaves the
-// masquerade and spoof-check rules behind. The bridge, its addresses, the
+// masquerade and spoof-check rules behind. The same goes for what the
+// reference plugins made for the attachment, when they attached it before
+// nftcni replaced them (their masquerade chain and rules, their
+// spoof-check chains: nft/reference). The bridge, its addresses, the
 // forwarding sysctls and the VLAN gateway pair stay: they are shared.
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData, a.Args)
@@ -28,9 +33,16 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	// once the link is down, before it is deleted (see
 	// ifplugin.DeleteLinkAfter).
 	own := ownertag.Of(conf.Name, a)
-	var masqErr error
+	var masqErr, refErr error
 	var teardown func() // nil: no nftables state to remove
-	if conf.MacSpoofChk || (conf.isL3() && conf.IPMasq) {
+	var parts reference.Part
+	if conf.MacSpoofChk {
+		parts |= reference.SpoofCheck
+	}
+	if conf.isL3() && conf.IPMasq {
+		parts |= reference.Masq
+	}
+	if parts != 0 {
 		teardown = func() {
 			if conf.MacSpoofChk {
 				if err := macspoof.Teardown(nil, own); err != nil {
@@ -41,6 +53,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 			if conf.isL3() && conf.IPMasq {
 				masqErr = masq.Teardown(nil, own)
 			}
+			_, refErr = refattach.Delete(a, "bridge", refattach.Of(conf.Name, a, parts, nil))
 		}
 	}
 	// The link first, then IPAM, as in the reference (ptp releases IPAM
@@ -49,7 +62,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 		// The namespace exists but something unexpected failed: the
 		// interface may still hold its addresses, so they are not
 		// released (the runtime retries DEL).
-		return errors.Join(err, masqErr)
+		return errors.Join(err, masqErr, refErr)
 	}
 	var errs []error
 	if conf.isL3() {
@@ -62,11 +75,14 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 			a.Logf("bridge: releasing address claims: %v", err)
 		}
 	}
-	return errors.Join(append(errs, masqErr)...)
+	return errors.Join(append(errs, masqErr, refErr)...)
 }
 
 // cmdGC forwards GC to IPAM and collects this network's masquerade and
-// spoof-check state that belongs to none of the valid attachments. Without
+// spoof-check state that belongs to none of the valid attachments, and the
+// reference plugins' masquerade chains and rules of the network that do
+// not either (their spoof-check chains do not say which network they
+// belong to, and are left to DEL). Without
 // a valid-attachments list nothing of ours is collected (IPAM decides for
 // itself). Errors do not stop the other collectors; all are returned.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
@@ -95,6 +111,9 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	if conf.isL3() && conf.IPMasq {
 		if err := masq.GC(nil, conf.Name, valid); err != nil {
+			errs = append(errs, err)
+		}
+		if err := refattach.GC(a, "bridge", conf.Name, reference.Masq, atts); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -16,7 +16,9 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
+	"github.com/nftcni/nftcni/nft/reference"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
 
 // Plugin is the firewall plugin. It holds no IPAM, so GC has nothing to
@@ -274,7 +276,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 // ingressPolicy still fails DEL — after the cleanup; so does a mistake in
 // nftablesAcceptChains (the entries that parse are cleaned up) or
 // iptablesForwardAccepts (not needed: DEL removes the attachment's rules
-// wherever they are).
+// wherever they are). The reference plugin's accepts in CNI-FORWARD for
+// prevResult's addresses, of an attachment it made before nftcni replaced
+// it, go too (nft/reference).
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -286,6 +290,12 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	chains, chainsErr := acceptChains(conf)
 	if err := firewall.Teardown(nil, ownertag.Of(conf.Name, a), chains); err != nil {
 		return err
+	}
+	if prev, err := conf.PrevResult(); err == nil && prev != nil {
+		at := refattach.Of(conf.Name, a, reference.Firewall, refattach.Addrs(prev))
+		if _, err := refattach.Delete(a, "firewall", at); err != nil {
+			return err
+		}
 	}
 	if err := delFirewalld(ctx, conf, a); err != nil {
 		return err
@@ -305,7 +315,9 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 // elements (the reference checks its iptables rules, not the ingress
 // policy; we check that too), and its rules in iptables-nft's FORWARD
 // chains and the nftablesAcceptChains; under firewalld, the addresses in
-// the zone and the ingress policy.
+// the zone and the ingress policy. An attachment without our state but
+// with the reference plugin's accepts in CNI-FORWARD (made before nftcni
+// replaced it) is checked against those instead.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -331,7 +343,13 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return checkFirewalld(ctx, fwd, conf, at)
 	}
 	if err := firewall.Check(nil, at); err != nil {
-		return fmt.Errorf("firewall: %w", err)
+		// An attachment the reference plugin made, checked after
+		// nftcni replaced it, has its accepts instead of ours.
+		ref := refattach.Of(conf.Name, a, reference.Firewall, refattach.Addrs(prev))
+		ref.AdminChain = at.AdminChain
+		if err := refattach.Check(err, ref); err != nil {
+			return fmt.Errorf("firewall: %w", err)
+		}
 	}
 	return nil
 }

@@ -44,6 +44,11 @@ type NetConf struct {
 	// StateDir is our addition: where the host-side state of moved devices
 	// is kept (default /run/nftcni/host-device).
 	StateDir string `json:"stateDir"`
+	// UseInterfaceNetwork takes the device's layer 3 along into the
+	// container: its global addresses, its routes and the policy rules
+	// that route its addresses (network.go). For cloud VMs whose second
+	// NIC carries its own addresses and routes.
+	UseInterfaceNetwork bool `json:"useInterfaceNetwork"`
 
 	// auxDevice is an auxiliary-bus device named by runtimeConfig.deviceID.
 	auxDevice string

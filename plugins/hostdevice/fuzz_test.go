@@ -24,7 +24,7 @@ func FuzzConfig(f *testing.F) {
 		`{"runtimeConfig":{"deviceID":"0000:00:05.0"}}`,
 		`{"pciBusID":"0000:00:05.0","runtimeConfig":{"deviceID":"mlx5_core.sf.2"}}`,
 		`{"device":"x","runtimeConfig":{"deviceID":"0000:00:1f.6/../../0000:00:05.0"}}`,
-		`{"ipam":{"type":"static"}}`, `{"device":1}`,
+		`{"ipam":{"type":"static"}}`, `{"device":1}`, `{"device":"x","useInterfaceNetwork":true}`, `{"device":"x","UseInterfaceNetwork":"yes"}`,
 	} {
 		f.Add([]byte(`{"cniVersion":"1.0.0","name":"n","type":"host-device",` + strings.TrimPrefix(c, "{")))
 	}

@@ -49,6 +49,9 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := conf.check(a.StdinData); err != nil {
 		return nil, err
 	}
+	if conf.UseInterfaceNetwork && conf.DPDKMode {
+		return nil, errors.New("useInterfaceNetwork is not supported for dpdk-bound devices")
+	}
 	// Opened first so that it is closed last: the rollback uses it.
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
@@ -65,20 +68,29 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	result := &cni.Result{CNIVersion: cni.CurrentVersion, Interfaces: []*cni.Interface{iface}}
 	// In DPDK mode the device is bound to a userspace driver: there is no
 	// kernel interface to move, only addresses to report.
+	var saved *savedDevice
 	if !conf.DPDKMode {
-		mac, err := moveIn(a, add, hh, conf, statePath(conf.StateDir, a.ContainerID, a.IfName))
-		if err != nil {
+		if saved, iface.Mac, err = moveIn(a, add, hh, conf, statePath(conf.StateDir, a.ContainerID, a.IfName)); err != nil {
 			return nil, err
 		}
-		iface.Mac = mac
 	}
 	if !conf.isL3() {
 		// No dns in a layer-2 result, even when the config has one (the
 		// reference's quirk, kept).
+		if conf.UseInterfaceNetwork {
+			networkResult(result, saved)
+		}
 		return result, nil
 	}
-	r, err := add.DelegateAdd(ctx, conf.IPAM.Type)
-	if err != nil {
+	var r *cni.Result
+	if conf.UseInterfaceNetwork {
+		// The device's own addresses may be all there is: IPAM may add
+		// none.
+		if r, err = cni.DelegateAdd(ctx, conf.IPAM.Type, a); err != nil {
+			return nil, err
+		}
+		add.IPAMReserved(ctx, conf.IPAM.Type)
+	} else if r, err = add.DelegateAdd(ctx, conf.IPAM.Type); err != nil {
 		return nil, err
 	}
 	for _, ip := range r.IPs {
@@ -90,33 +102,46 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			return nil, err
 		}
 	}
+	if conf.UseInterfaceNetwork {
+		networkResult(result, saved)
+	}
 	result.DNS = conf.DNS.DNS()
 	return result, nil
 }
 
 // moveIn finds the device, records its host-side state, moves it into the
-// container as CNI_IFNAME and sets it up there. It registers moving it
-// back (and removing the record) with the ADD's rollback. It returns the
-// device's MAC.
-func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (string, error) {
+// container as CNI_IFNAME and sets it up there; with useInterfaceNetwork
+// it gives it its addresses, routes and rules there (applyNetwork). It
+// registers moving it back (and removing the record) with the ADD's
+// rollback. It returns the record and the device's MAC in the container.
+func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetConf, state string) (*savedDevice, string, error) {
 	dev, err := findDevice(hh, sysfsRoot, conf)
 	if err != nil {
-		return "", fmt.Errorf("failed to find host device: %w", err)
+		return nil, "", fmt.Errorf("failed to find host device: %w", err)
 	}
 	saved, err := snapshot(hh, dev)
 	if err != nil {
-		return "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, netlinkx.Cause(err))
+		return nil, "", fmt.Errorf("failed to read the state of %q: %w", dev.Name, netlinkx.Cause(err))
+	}
+	var rules []netlinkx.Rule
+	if conf.UseInterfaceNetwork {
+		if rules, err = hostRules(hh, saved.Addrs, saved.Routes); err != nil {
+			return nil, "", fmt.Errorf("failed to list rules: %w", netlinkx.Cause(err))
+		}
+		// Recorded before they are added, so that a DEL after a crash
+		// in between removes them too.
+		saved.CtrRules = rules
 	}
 	// A state file from before this ADD belongs to a live attachment of
 	// the same container ID and interface name (a repeated ADD): the
 	// rollback puts it back instead of removing it.
 	restore, err := keepState(state)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	saved.Network = conf.Name
 	if err := writeState(state, saved); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	add.Push("device state", restore)
 	m := move{
@@ -126,17 +151,32 @@ func moveIn(a *cni.CmdArgs, add *ifplugin.Add, hh *netlinkx.Handle, conf *NetCon
 	if err := m.run(); err != nil {
 		// The device is back where it was, but without its addresses.
 		_ = saved.restore(hh)
-		return "", fmt.Errorf("failed to move link %w", netlinkx.Cause(err))
+		return nil, "", fmt.Errorf("failed to move link %w", netlinkx.Cause(err))
 	}
 	add.Push("moving the device back", func() error { return moveOut(add.HC, add.CtrNS, add.HostNS, hh, a.IfName, &saved) })
 	if err := add.HC.SetUp(a.IfName); err != nil {
-		return "", fmt.Errorf("failed to set %q up: %w", a.IfName, netlinkx.Cause(err))
+		return nil, "", fmt.Errorf("failed to set %q up: %w", a.IfName, netlinkx.Cause(err))
 	}
 	l, err := add.HC.LinkByName(a.IfName)
 	if err != nil {
-		return "", fmt.Errorf("failed to find %q in container: %w", a.IfName, netlinkx.Cause(err))
+		return nil, "", fmt.Errorf("failed to find %q in container: %w", a.IfName, netlinkx.Cause(err))
 	}
-	return l.MAC.String(), nil
+	if conf.UseInterfaceNetwork {
+		// Only the rules this ADD added are removed, by DEL or, should the
+		// ADD fail, by moving the device back (a rule the container had
+		// already stays).
+		added, err := applyNetwork(add.HC, a.IfName, l.Index, &saved, rules)
+		saved.CtrRules = added
+		if err != nil {
+			return nil, "", err
+		}
+		if len(added) != len(rules) {
+			if err := writeState(state, saved); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	return &saved, l.MAC.String(), nil
 }
 
 // moveOut gives the container's ifName back to the host: under the name
@@ -162,6 +202,12 @@ func moveOut(hc *netlinkx.Handle, ctrNS, hostNS *netns.NS, hh *netlinkx.Handle, 
 	oldAlias := ""
 	if saved != nil && saved.Name == orig {
 		oldAlias = saved.Alias
+		// The rules useInterfaceNetwork added in the container go first:
+		// they send the device's addresses to tables that are empty
+		// without it.
+		if err := delRules(hc, saved.CtrRules); err != nil {
+			return fmt.Errorf("removing the rules copied into the container: %w", err)
+		}
 	}
 	m := move{
 		from: ctrNS, to: hostNS, hFrom: hc, hTo: hh,

@@ -563,4 +563,10 @@ func TestDPDKMode(t *testing.T) {
 		plugintest.MustSucceed(t, Plugin, c)
 		plugintest.WantLinks(t, hc, "lo")
 	}
+	// No kernel interface, so no layer 3 of it to take along.
+	c := plugintest.Cmd("ADD", ctr, "dpdk", fmt.Sprintf(`{"cniVersion":"1.0.0","name":"testnet","type":"host-device","stateDir":%q,"runtimeConfig":{"deviceID":"0000:00:05.0"},"useInterfaceNetwork":true}`, state))
+	c.IfName, c.Path = "net1", plugintest.BinDir(t)
+	if e := plugintest.MustFail(t, Plugin, c); e.Code != 999 || e.Msg != "useInterfaceNetwork is not supported for dpdk-bound devices" {
+		t.Errorf("useInterfaceNetwork in DPDK mode: %+v", e)
+	}
 }

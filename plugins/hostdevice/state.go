@@ -30,10 +30,18 @@ type savedDevice struct {
 	Alias   string         `json:"alias,omitempty"`
 	MAC     string         `json:"mac"`
 	Up      bool           `json:"up"`
-	Addrs   []netip.Prefix `json:"addrs,omitempty"` // global ones; link-local addresses come back by themselves
+	Addrs   []netip.Prefix `json:"addrs,omitempty"` // hostAddr's
+	// Routes are the device's routes but the kernel's own (hostRoute),
+	// every table, as read (records of older versions have none).
+	Routes []netlinkx.Route `json:"routes,omitempty"`
+	// CtrRules are the policy rules useInterfaceNetwork adds in the
+	// container (not those it finds there already), which DEL removes.
+	CtrRules []netlinkx.Rule `json:"ctrRules,omitempty"`
 }
 
-// snapshot reads what moving l to another namespace will lose.
+// snapshot reads what moving l to another namespace will lose: its
+// addresses and routes (hostAddr, hostRoute) besides its name, alias, MAC
+// and up state.
 func snapshot(h *netlinkx.Handle, l netlinkx.Link) (savedDevice, error) {
 	s := savedDevice{Name: l.Name, Alias: l.Alias, MAC: l.MAC.String(), Up: l.Up}
 	addrs, err := h.Addrs(l.Name, 0)
@@ -41,19 +49,49 @@ func snapshot(h *netlinkx.Handle, l netlinkx.Link) (savedDevice, error) {
 		return s, err
 	}
 	for _, a := range addrs {
-		if a.Scope == unix.RT_SCOPE_UNIVERSE && !a.Prefix.Addr().IsLinkLocalUnicast() {
+		if hostAddr(a) {
 			s.Addrs = append(s.Addrs, a.Prefix)
+		}
+	}
+	routes, err := h.LinkRoutes(l.Index)
+	if err != nil {
+		return s, err
+	}
+	for _, r := range routes {
+		if hostRoute(r) {
+			s.Routes = append(s.Routes, r)
 		}
 	}
 	return s, nil
 }
 
+// hostAddr reports the addresses that leave with the device and are not
+// made again by the kernel or a client of the network: global ones, and of
+// IPv6 the permanent ones only — SLAAC and DHCPv6 addresses come back
+// through router advertisements and their client (IPv4 leases are kept:
+// nothing renews them in a container, and routes via the lease's gateway
+// need them). The reference's useInterfaceNetwork takes the same.
+func hostAddr(a netlinkx.Addr) bool {
+	return a.Scope == unix.RT_SCOPE_UNIVERSE && (a.Prefix.Addr().Is4() || a.Flags&unix.IFA_F_PERMANENT != 0)
+}
+
+// hostRoute reports the routes of the device that leave with it and that
+// nothing makes again: not the local table's, not the kernel's own (those
+// of its addresses), not learned from router advertisements (the kernel
+// learns them again where the device is), none to an IPv6 link-local
+// destination. The reference's useInterfaceNetwork takes the same.
+func hostRoute(r netlinkx.Route) bool {
+	return r.Table != unix.RT_TABLE_LOCAL && r.Protocol != unix.RTPROT_KERNEL && r.Protocol != unix.RTPROT_RA &&
+		!(r.Dst.Addr().Is6() && r.Dst.Addr().IsLinkLocalUnicast())
+}
+
 // restore gives the device, back in h's namespace under its old name, its
-// addresses and up state.
+// addresses, up state and routes (after the addresses and the up state,
+// which routes via a gateway need).
 func (s savedDevice) restore(h *netlinkx.Handle) error {
 	var errs []error
 	for _, p := range s.Addrs {
-		// No DAD wait: the address was the host's a moment ago.
+		// No DAD: the address was the host's a moment ago.
 		if err := h.AddAddr(s.Name, p, netlinkx.AddrOpts{NoDAD: p.Addr().Is6()}); err != nil && !errors.Is(err, unix.EEXIST) {
 			errs = append(errs, err)
 		}
@@ -62,6 +100,13 @@ func (s savedDevice) restore(h *netlinkx.Handle) error {
 		if err := h.SetUp(s.Name); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(s.Routes) > 0 {
+		l, err := h.LinkByName(s.Name)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		errs = append(errs, addRoutes(h, l.Index, s.Routes))
 	}
 	return errors.Join(errs...)
 }

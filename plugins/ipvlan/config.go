@@ -76,6 +76,17 @@ func modeFromString(s string) (netlinkx.IPVlanMode, error) {
 	return 0, fmt.Errorf("unknown ipvlan mode: %q", s)
 }
 
+// modeName is the config's name of a mode the kernel reports, for CHECK's
+// mismatch message; a mode it has no name for (one a later kernel adds) is
+// an error naming its number, as the reference words it.
+func modeName(m netlinkx.IPVlanMode) (string, error) {
+	switch m {
+	case netlinkx.IPVlanL2, netlinkx.IPVlanL3, netlinkx.IPVlanL3S:
+		return m.String(), nil
+	}
+	return "", fmt.Errorf("unknown ipvlan mode: %d", uint16(m))
+}
+
 // master resolves and looks up the lower device in h's namespace:
 // `no default route interface found` without master and default route,
 // `failed to lookup master "<m>": <err>` when it does not exist. Unlike

@@ -64,3 +64,19 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("decode validates: %v", err)
 	}
 }
+
+// TestModeName: CHECK names the container's mode as the config does; a
+// mode without a name (none today: a later kernel's) is an error with its
+// number, as the reference v1.10.0 words it.
+func TestModeName(t *testing.T) {
+	for m, want := range map[netlinkx.IPVlanMode]string{
+		netlinkx.IPVlanL2: "l2", netlinkx.IPVlanL3: "l3", netlinkx.IPVlanL3S: "l3s",
+	} {
+		if got, err := modeName(m); got != want || err != nil {
+			t.Errorf("%d: %q %v, want %q", m, got, err, want)
+		}
+	}
+	if _, err := modeName(3); err == nil || err.Error() != "unknown ipvlan mode: 3" {
+		t.Errorf("mode 3: %v", err)
+	}
+}

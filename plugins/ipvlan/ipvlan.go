@@ -129,7 +129,11 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	if mode != conf.mode {
-		return fmt.Errorf("Container IPVlan mode %s does not match expected value: %s", mode, conf.mode)
+		cur, err := modeName(mode)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("Container IPVlan mode %s does not match expected value: %s", cur, conf.mode)
 	}
 	if err := ck.MAC(l, checkMsgs); err != nil {
 		return err

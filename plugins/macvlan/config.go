@@ -2,6 +2,7 @@ package macvlan
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 
@@ -90,6 +91,21 @@ func modeFromString(s string) (netlinkx.MacvlanMode, error) {
 		return netlinkx.MacvlanPassthru, nil
 	}
 	return 0, fmt.Errorf("unknown macvlan mode: %q", s)
+}
+
+// modeName is the config's name of a mode the kernel reports, for CHECK's
+// mismatch message. A mode no config can ask for is an error naming it by
+// number, as the reference v1.10.0 words it — with the reference's
+// numbers, which are its netlink library's, not the kernel's: source is 5,
+// and a mode that library does not know (one a later kernel adds) 0.
+func modeName(m netlinkx.MacvlanMode) (string, error) {
+	switch m {
+	case netlinkx.MacvlanBridge, netlinkx.MacvlanPrivate, netlinkx.MacvlanVEPA, netlinkx.MacvlanPassthru:
+		return m.String(), nil
+	case netlinkx.MacvlanSource:
+		return "", errors.New("unknown macvlan mode: 5")
+	}
+	return "", errors.New("unknown macvlan mode: 0")
 }
 
 // master resolves and looks up the lower device in h's namespace and

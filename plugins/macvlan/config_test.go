@@ -68,3 +68,25 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("DEL validates: %v", err)
 	}
 }
+
+// TestModeName: CHECK names the container's mode as the config does; a
+// mode no config can ask for is an error with the reference v1.10.0's
+// number for it (its netlink library's: source 5, unknown 0; v1.9.1
+// printed that number as a quoted rune, '\x05').
+func TestModeName(t *testing.T) {
+	for m, want := range map[netlinkx.MacvlanMode]string{
+		netlinkx.MacvlanBridge: "bridge", netlinkx.MacvlanPrivate: "private",
+		netlinkx.MacvlanVEPA: "vepa", netlinkx.MacvlanPassthru: "passthru",
+	} {
+		if got, err := modeName(m); got != want || err != nil {
+			t.Errorf("%d: %q %v, want %q", m, got, err, want)
+		}
+	}
+	for m, want := range map[netlinkx.MacvlanMode]string{
+		netlinkx.MacvlanSource: "unknown macvlan mode: 5", 32: "unknown macvlan mode: 0",
+	} {
+		if _, err := modeName(m); err == nil || err.Error() != want {
+			t.Errorf("%d: %v, want %s", m, err, want)
+		}
+	}
+}

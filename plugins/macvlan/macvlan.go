@@ -141,7 +141,11 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	if info.Mode != conf.mode {
-		return fmt.Errorf("container macvlan mode %s does not match expected value: %s", info.Mode, conf.mode)
+		cur, err := modeName(info.Mode)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("container macvlan mode %s does not match expected value: %s", cur, conf.mode)
 	}
 	if err := ck.MAC(l, checkMsgs); err != nil {
 		return err

@@ -388,6 +388,16 @@ func TestCheck(t *testing.T) {
 	l.FailsWith("no prevResult", plugintest.Cmd("CHECK", ctr, "chk", cfg), "Required prevResult missing")
 	l.FailsWith("no prevResult (L2)", plugintest.Cmd("CHECK", ctr, "chk", conf("1.0.0", "")), "required prevResult missing")
 
+	// A macvlan in a mode no config names (source): a number, the
+	// reference v1.10.0's for it.
+	mac := plugintest.MustLink(t, hc, "eth0").MAC
+	plugintest.Must(t, hc.DeleteLink("eth0"))
+	plugintest.Must(t, l.H.AddMacvlan(netlinkx.MacvlanSpec{
+		ChildSpec: netlinkx.ChildSpec{Name: "eth0", Parent: plugintest.MustLink(t, l.H, "up0").Index, NS: ctr, MAC: mac},
+		Mode:      netlinkx.MacvlanSource,
+	}))
+	l.FailsWith("source mode", check, "unknown macvlan mode: 5")
+
 	// Not a macvlan any more.
 	plugintest.CheckReplaced(t, l.Host, hc, check,
 		"container Interface name in prevResult: eth0 not found", "error: Container interface eth0 not of type macvlan")

@@ -19,7 +19,9 @@ import (
 	"github.com/nftcni/nftcni/netlinkx/conntrack"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
+	"github.com/nftcni/nftcni/nft/reference"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
 
 // Plugin is the portmap plugin.
@@ -79,8 +81,12 @@ func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
 }
 
 // containerPrefixes are the container's first IPv4 and first IPv6
-// address (containerAddrs) that exist.
+// address (containerAddrs) that exist; none without prevResult (a DEL may
+// come without).
 func containerPrefixes(c *config, a *cni.CmdArgs) []netip.Prefix {
+	if c.prev == nil {
+		return nil
+	}
 	var out []netip.Prefix
 	v4, v6 := containerAddrs(c.prev, a.IfName)
 	for _, p := range []netip.Prefix{v4, v6} {
@@ -189,6 +195,10 @@ func localnetIfaces(addrs []netip.Addr) ([]string, error) {
 // cmdDel removes everything the attachment owns, whether or not the
 // runtime sent the mappings again (the reference does nothing without
 // them and so leaks its rules), and flushes UDP flows to the ports it
+// released. What the reference plugins made for the attachment, when they
+// attached it before nftcni replaced them, goes too (nft/reference): their
+// DNAT chain and the jump to it, or their nftables rules, which would
+// otherwise keep forwarding the host port to the address after it is
 // released. A config that does not parse still fails, as in the reference.
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
@@ -201,7 +211,36 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
+	n, err := refattach.Delete(a, "portmap", refAttachment(c, a))
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		flushUDP(a, refMappings(c, a))
+	}
 	return nil
+}
+
+// refAttachment is the attachment as the reference plugins' portmap named
+// its objects, with what CHECK compares them with.
+func refAttachment(c *config, a *cni.CmdArgs) reference.Attachment {
+	at := refattach.Of(c.Name, a, reference.Portmap, containerPrefixes(c, a))
+	at.MappingsSent = c.RuntimeConfig.PortMaps != nil
+	for _, m := range c.mappings {
+		at.Mappings = append(at.Mappings, reference.Mapping{HostIP: m.hostIP, HostPort: m.hostPort, ContainerPort: m.containerPort, Proto: m.proto})
+	}
+	at.SNAT, at.MasqAll = c.snat, c.MasqAll
+	if c.ExternalSetMarkChain != nil {
+		at.SetMarkChain = *c.ExternalSetMarkChain
+	}
+	return at
+}
+
+// refMappings are the mappings the runtime sent, for the container's
+// addresses: after a DEL that removed the reference's rules for them, the
+// UDP flows to their host ports are flushed as after ours.
+func refMappings(c *config, a *cni.CmdArgs) []portmap.Mapping {
+	return spec(c, a, len(c.mappings) > 0).Mappings
 }
 
 // warn logs what DEL or GC could not undo but did not fail for.
@@ -221,6 +260,10 @@ func warn(a *cni.CmdArgs, r portmap.Removed) {
 // localhost, route_localnet, owner marker, the accepts in other owners'
 // forward chains) must be what ADD makes for them. `"portMappings": []` is
 // a statement: no mappings, so no state, in others' chains neither.
+// An attachment without our state but with the reference plugins' (made
+// before nftcni replaced them) is checked against theirs instead: their
+// DNAT chain, its rules for each mapping and the jumps to it, or their
+// nftables rules (nft/reference).
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
 	if err != nil {
@@ -238,18 +281,26 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	if sent {
-		return portmap.Check(nil, s)
+		err = portmap.Check(nil, s)
+	} else {
+		var addrs []netip.Addr
+		for _, p := range containerPrefixes(c, a) {
+			addrs = append(addrs, p.Addr().Unmap())
+		}
+		err = portmap.CheckRecorded(nil, s, addrs)
 	}
-	var addrs []netip.Addr
-	for _, p := range containerPrefixes(c, a) {
-		addrs = append(addrs, p.Addr().Unmap())
+	if err != nil && (!sent || len(s.Mappings) > 0) {
+		// An attachment the reference plugins made, checked after
+		// nftcni replaced them, has their objects instead of ours.
+		return refattach.Check(err, refAttachment(c, a))
 	}
-	return portmap.CheckRecorded(nil, s, addrs)
+	return err
 }
 
 // cmdGC removes the port mappings of this network that no valid
-// attachment owns. Without the valid-attachments list nothing is
-// collected.
+// attachment owns, ours and the reference plugins' DNAT chains (their
+// nftables rules name no network, and are left to DEL). Without the
+// valid-attachments list nothing is collected.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	c, err := parse(a.StdinData, a.Version)
 	if err != nil {
@@ -266,5 +317,5 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	warn(a, removed)
 	flushPorts(a, removed.UDP4, removed.UDP6)
-	return nil
+	return refattach.GC(a, "portmap", c.Name, reference.Portmap, atts)
 }

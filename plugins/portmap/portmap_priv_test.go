@@ -50,9 +50,16 @@ func newWorld(t *testing.T) *world {
 // through the gateway address gets its packets back on the port they came
 // from (as with the reference, hairpin needs it).
 func (w *world) bridgeConf(network string) string {
+	// Networks sharing the bridge get ranges of their own, as a bridge
+	// ADD refuses an address another network holds there.
+	v4, v6 := `{"subnet":"10.88.0.0/24"}`, `{"subnet":"fd00:88::/64"}`
+	if network != "testnet" {
+		v4 = `{"subnet":"10.88.0.0/24","rangeStart":"10.88.0.100"}`
+		v6 = `{"subnet":"fd00:88::/64","rangeStart":"fd00:88::100"}`
+	}
 	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"type":"bridge","bridge":"cni0","isGateway":true,"hairpinMode":true,
-		"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.88.0.0/24"}],[{"subnet":"fd00:88::/64"}]],
-		"routes":[{"dst":"0.0.0.0/0"},{"dst":"::/0"}]}}`, network, w.store)
+		"ipam":{"type":"host-local","dataDir":%q,"ranges":[[%s],[%s]],
+		"routes":[{"dst":"0.0.0.0/0"},{"dst":"::/0"}]}}`, network, w.store, v4, v6)
 }
 
 // attach adds a container to the bridge network and returns its namespace

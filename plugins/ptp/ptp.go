@@ -23,8 +23,10 @@ import (
 	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/nft/reference"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
+	"github.com/nftcni/nftcni/plugins/internal/refattach"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
 )
 
@@ -345,7 +347,9 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 // first, as in the reference, but a failure there does not stop the rest:
 // everything that can be cleaned up is, and the errors are returned
 // together. Unlike the reference, the masquerade state is removed by owner
-// even when the interface or the namespace is already gone.
+// even when the interface or the namespace is already gone — ours, and the
+// reference plugins' of an attachment they made before nftcni replaced
+// them (nft/reference).
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -359,19 +363,23 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	}
 	// The masquerade teardown overlaps the link deletion (see
 	// ifplugin.DeleteLinkAfter).
-	var masqErr error
+	var masqErr, refErr error
 	var teardown func() // nil: no nftables state to remove
 	if conf.IPMasq {
-		teardown = func() { masqErr = masq.Teardown(nil, ownertag.Of(conf.Name, a)) }
+		teardown = func() {
+			masqErr = masq.Teardown(nil, ownertag.Of(conf.Name, a))
+			_, refErr = refattach.Delete(a, "ptp", refattach.Of(conf.Name, a, reference.Masq, nil))
+		}
 	}
 	if err := ifplugin.DeleteLinkAfter(a.Netns, a.IfName, teardown); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(append(errs, masqErr)...)
+	return errors.Join(append(errs, masqErr, refErr)...)
 }
 
 // cmdGC forwards GC to IPAM and collects masquerade state of this network
-// that belongs to none of the valid attachments; without a valid list,
+// — ours and the reference plugins' — that belongs to none of the valid
+// attachments; without a valid list,
 // nothing of ours is collected.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
@@ -389,6 +397,9 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			return errors.Join(errs...)
 		}
 		if err := masq.GC(nil, conf.Name, ownertag.Valid(conf.Name, atts)); err != nil {
+			errs = append(errs, err)
+		}
+		if err := refattach.GC(a, "ptp", conf.Name, reference.Masq, atts); err != nil {
 			errs = append(errs, err)
 		}
 	}

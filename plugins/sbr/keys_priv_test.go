@@ -14,7 +14,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// Tests of the keys upstream added after v1.9.1: `gateways` and
+// Tests of the keys the reference added in v1.10.0: `gateways` and
 // `addSourceHints`.
 
 // mainWithSrc lists the main table's routes of dev as text with their
@@ -277,4 +277,25 @@ func TestGatewaysRefused(t *testing.T) {
 	wantList(t, "rules", w.ourRules(t))
 	wantList(t, "main", w.routes(t, 0), "0.0.0.0/0 via 10.1.0.1 dev eth0", "10.1.0.0/24 dev eth0", "10.2.0.0/24 dev eth1",
 		"fd00:2::/64 dev eth1", "fe80::/64 dev eth0", "fe80::/64 dev eth1")
+}
+
+// TestDelIgnoresADDOnlyMistakes: a config whose `gateways` ADD refuses
+// still DELs what an earlier ADD set up, and one with a `table` the
+// kernel cannot have (no ADD can have used it) DELs nothing and succeeds:
+// a failed DEL would stop the runtime's DEL of the chain before the
+// interface plugin's, and leak the attachment.
+func TestDelIgnoresADDOnlyMistakes(t *testing.T) {
+	t.Parallel()
+	prev := `{"cniVersion":"1.0.0","interfaces":[{"name":"eth1","sandbox":"SANDBOX"}],` +
+		`"ips":[{"address":"10.2.0.5/24","gateway":"10.2.0.1","interface":0}]}`
+	w := newWorld(t)
+	w.th.OK(w.call("ADD", w.conf(prev, "")))
+	wantList(t, "rules after ADD", w.ourRules(t), "from 10.2.0.5/32 lookup 100")
+	bad := w.conf(prev, `,"gateways":["10.2.0.254","10.2.0.253"]`)
+	w.th.FailsWith("ADD with two IPv4 gateways", w.call("ADD", bad), "gateways list contains multiple IPv4 addresses: 10.2.0.254 and 10.2.0.253")
+	w.th.OK(w.call("DEL", w.conf(prev, `,"table":-1`)))
+	wantList(t, "rules after a DEL with table -1", w.ourRules(t), "from 10.2.0.5/32 lookup 100")
+	w.th.OK(w.call("DEL", bad))
+	wantList(t, "rules after DEL", w.ourRules(t))
+	wantList(t, "table 100 after DEL", w.routes(t, 100))
 }

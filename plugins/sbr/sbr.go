@@ -71,17 +71,32 @@ type NetConf struct {
 }
 
 func loadConf(stdin []byte) (*NetConf, error) {
-	var c NetConf
-	if err := json.Unmarshal(stdin, &c); err != nil {
-		return nil, fmt.Errorf("failed to parse network configuration: %w", err)
+	c, err := decodeConf(stdin)
+	if err != nil {
+		return nil, err
 	}
-	if c.Table != nil && (*c.Table <= 0 || int64(*c.Table) > math.MaxUint32) {
+	if !c.validTable() {
 		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "invalid table %d: must be between 1 and %d", *c.Table, uint32(math.MaxUint32))
 	}
 	if err := c.parseGateways(); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// decodeConf decodes the config without judging its values: what DEL
+// reads, which must not fail on a mistake that only ADD can act on.
+func decodeConf(stdin []byte) (*NetConf, error) {
+	var c NetConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, fmt.Errorf("failed to parse network configuration: %w", err)
+	}
 	return &c, nil
+}
+
+// validTable reports whether the table, if set, is one the kernel can have.
+func (c *NetConf) validTable() bool {
+	return c.Table == nil || (*c.Table > 0 && int64(*c.Table) <= math.MaxUint32)
 }
 
 // parseGateways checks `gateways` with the reference's texts (which name
@@ -442,12 +457,18 @@ func family(a netip.Addr) int {
 // rules for that table go and no routes are touched. A missing namespace
 // or an empty CNI_NETNS is success. Every deletion is tried; the errors
 // are returned together.
+//
+// The config's values are not judged: `gateways` plays no part in DEL, and
+// with a `table` the kernel cannot have no ADD succeeded, so there is
+// nothing of it to remove. Failing there would stop the runtime's DEL of
+// the chain before the interface plugin's, and leak the attachment (the
+// reference did not look at either in DEL).
 func cmdDel(_ context.Context, a *cni.CmdArgs) error {
-	conf, err := loadConf(a.StdinData)
+	conf, err := decodeConf(a.StdinData)
 	if err != nil {
 		return err
 	}
-	if a.Netns == "" {
+	if a.Netns == "" || !conf.validTable() {
 		return nil
 	}
 	if _, err := os.Stat(a.Netns); errors.Is(err, fs.ErrNotExist) {

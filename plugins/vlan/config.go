@@ -19,6 +19,10 @@ type NetConf struct {
 	LinkInContainer bool   `json:"linkInContainer"`
 }
 
+// isL3 reports whether IPAM is configured; without, the VLAN link is
+// layer 2 only.
+func (c *NetConf) isL3() bool { return c.IPAM.Type != "" }
+
 // decode reads the config without validating anything: all DEL, CHECK,
 // GC and STATUS need.
 func decode(stdin []byte) (*NetConf, error) {

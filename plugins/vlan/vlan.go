@@ -35,17 +35,17 @@ var Plugin = &cni.Plugin{
 	},
 }
 
-// ipamOf decodes the config for DEL, GC and STATUS, which
-// call IPAM unconditionally, as the reference (vlan cannot work without
-// IPAM). The config is only decoded: unlike the reference, DEL works when
-// the master is gone (or its MTU changed), since neither is needed to
-// clean up. vlan keeps no state of its own.
+// ipamOf decodes the config for DEL, GC and STATUS, which call IPAM when
+// the config has one (without, the VLAN link is layer 2 only). The config
+// is only decoded: unlike the reference, DEL works when the master is gone
+// (or its MTU changed), since neither is needed to clean up. vlan keeps no
+// state of its own.
 func ipamOf(stdin []byte) (string, bool, error) {
 	conf, err := decode(stdin)
 	if err != nil {
 		return "", false, err
 	}
-	return conf.IPAM.Type, true, nil
+	return conf.IPAM.Type, conf.isL3(), nil
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
@@ -73,8 +73,21 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
-	// IPAM is required. Its release is registered only once IPAM ADD
-	// succeeded (rollback.Rollback.DelegateAdd says why), so it covers a result
+	if !conf.isL3() {
+		// Layer 2 only: the link, up, and no addresses. The config's DNS
+		// is reported all the same, as the reference does.
+		if err := add.HC.SetUp(a.IfName); err != nil {
+			return nil, fmt.Errorf("failed to set %q UP: %w", a.IfName, netlinkx.Cause(err))
+		}
+		return &cni.Result{
+			CNIVersion: cni.CurrentVersion,
+			Interfaces: []*cni.Interface{{Name: a.IfName, Mac: link.MAC.String(), Sandbox: a.Netns}},
+			DNS:        conf.DNS.DNS(),
+		}, nil
+	}
+
+	// IPAM's release is registered only once IPAM ADD succeeded
+	// (rollback.Rollback.DelegateAdd says why), so it covers a result
 	// without addresses but never a refused reservation.
 	typ := conf.IPAM.Type
 	result, err := cni.DelegateAdd(ctx, typ, a)
@@ -107,7 +120,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, true, "vlan: Required prevResult missing", nil)
+	ck, err := ifplugin.BeginChildCheck(ctx, a, &conf.NetConf, conf.isL3(), "vlan: Required prevResult missing", nil)
 	if err != nil {
 		return err
 	}
