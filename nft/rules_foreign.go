@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -32,7 +33,7 @@ import (
 //     it holds nothing else (BareIptablesFilter): a table that filters
 //     nothing and that iptables cannot tell from no table.
 
-// ChainExists reports whether chain ch exists. Unlike// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
+// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
 // reads a missing chain as empty, it tells an empty chain from none.
 func (tx *Tx) ChainExists(ch *nftables.Chain) (bool, error) { return tx.c.chainExists(ch) }
 
@@ -249,4 +250,48 @@ func (tx *Tx) AllRules() ([]ChainRule, error) {
 		})
 	}
 	return out, nil
+}
+
+// iptablesTableNames are the tables iptables-nft keeps, in family ip and
+// ip6, and iptablesChainNames the names it gives their base chains.
+var (
+	iptablesTableNames = []string{"filter", "nat", "mangle", "raw", "security"}
+	iptablesChainNames = []string{"FORWARD", "INPUT", "OUTPUT", "PREROUTING", "POSTROUTING"}
+)
+
+// IptablesInUse reports whether iptables-nft has a table in ns: an ip or
+// ip6 table named as one of iptables' (filter, nat, mangle, raw,
+// security) that holds a chain named as one of its built-in chains
+// (FORWARD, INPUT, …). Someone's native `table ip nat` with lowercase
+// chains, like the tables of a distribution's /etc/nftables.conf, is not
+// iptables-nft's. One table dump, and a chain by name for a table whose
+// name matches.
+func (tx *Tx) IptablesInUse() (bool, error) { return tx.c.iptablesInUse() }
+
+// IptablesInUse is Tx.IptablesInUse outside an Update (CHECK).
+func (c *Conn) IptablesInUse() (bool, error) { return c.iptablesInUse() }
+
+func (c *Conn) iptablesInUse() (bool, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETTABLE, unix.AF_UNSPEC, netlink.Dump, nil)
+	if err != nil {
+		return false, fmt.Errorf("reading tables: %w", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWTABLE) || len(m.Data) < 4 {
+			continue
+		}
+		fam := nftables.TableFamily(m.Data[0])
+		name := nlString(m.Data[4:], unix.NFTA_TABLE_NAME)
+		if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 || !slices.Contains(iptablesTableNames, name) {
+			continue
+		}
+		t := &nftables.Table{Family: fam, Name: name}
+		for _, ch := range iptablesChainNames {
+			ok, err := c.chainExists(&nftables.Chain{Table: t, Name: ch})
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+	}
+	return false, nil
 }

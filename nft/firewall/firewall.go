@@ -156,6 +156,9 @@ type Attachment struct {
 	// with policy drop) that get the addresses' accepts too, besides
 	// iptables-nft's FORWARD chains.
 	AcceptChains []foreign.Chain
+	// Iptables says when iptables-nft's FORWARD chains get the accepts
+	// (the zero value: where iptables can be used, see foreign.Use).
+	Iptables foreign.Use
 }
 
 // chains are the foreign chains a's accepts go to.
@@ -377,7 +380,22 @@ func Plan(a Attachment) (nft.Plan, error) {
 		}
 		accepts := a.accepts()
 		mark := foreign.Mark{Owner: a.Owner}
+		protect, err := protects(tx, a)
+		if err != nil {
+			return err
+		}
 		for _, ch := range a.chains() {
+			if ch.Iptables && !protect {
+				// None wanted there. An owner with claims may have
+				// rules there from an ADD with another rule or
+				// config: removed.
+				if owned {
+					if _, err := foreign.Remove(tx, ch, mark); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			// iptables-nft's chains, which every Teardown cleans, are
 			// not read for an owner without claims (every first ADD).
 			// A named chain may hold rules a Teardown with another
@@ -399,6 +417,15 @@ func Plan(a Attachment) (nft.Plan, error) {
 		return nil
 	}
 	return nft.Plan{What: what, Run: run, Retry: fellBack}, nil
+}
+
+// protects reports whether a's accepts go into iptables-nft's FORWARD
+// chains (foreign.Use); asked only when a has accepts.
+func protects(r foreign.Reader, a Attachment) (bool, error) {
+	if len(a.Addrs) == 0 {
+		return false, nil
+	}
+	return a.Iptables.Protects(r)
 }
 
 // fellBack counts a lookup path's failure (lookupRuns); the Update then
@@ -582,8 +609,16 @@ func Check(ns *netns.NS, a Attachment) error {
 				return err
 			}
 		}
+		protect, err := protects(tx, a)
+		if err != nil {
+			return err
+		}
 		for _, ch := range a.chains() {
-			if err := foreign.Check(tx, ch, foreign.Mark{Owner: a.Owner}, a.accepts()); err != nil {
+			want := a.accepts()
+			if ch.Iptables && !protect {
+				want = nil
+			}
+			if err := foreign.Check(tx, ch, foreign.Mark{Owner: a.Owner}, want); err != nil {
 				return err
 			}
 		}
