@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -587,5 +588,33 @@ func TestSysctl(t *testing.T) {
 	err = netlinkx.SetSysctl(ns, "net/ipv4/ip_forward", "bogus")
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("bad value: %v", err)
+	}
+}
+
+// IPv4Devconf reads what the file under /proc/sys/net/ipv4/conf holds:
+// route_localnet flipped both ways, and other settings by their index
+// (rp_filter 8, arp_notify 22), so a wrong index or offset fails.
+func TestIPv4Devconf(t *testing.T) {
+	ns, h := newNS(t)
+	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+	for _, tc := range []struct {
+		file  string
+		index int
+		value string
+	}{
+		{"route_localnet", netlinkx.DevconfRouteLocalnet, "1"},
+		{"route_localnet", netlinkx.DevconfRouteLocalnet, "0"},
+		{"rp_filter", 8, "2"},
+		{"arp_notify", 22, "1"},
+	} {
+		name := "net/ipv4/conf/br0/" + tc.file
+		must(t, netlinkx.SetSysctl(ns, name, tc.value))
+		got, err := h.IPv4Devconf("br0", tc.index)
+		if err != nil || strconv.FormatUint(uint64(got), 10) != tc.value {
+			t.Errorf("IPv4Devconf(br0, %d) after %s=%s: %d, %v", tc.index, tc.file, tc.value, got, err)
+		}
+	}
+	if _, err := h.IPv4Devconf("nope0", netlinkx.DevconfRouteLocalnet); !errors.Is(err, netlinkx.ErrNotFound) {
+		t.Errorf("missing link: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -67,7 +68,27 @@ import (
 var sysctls = struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{netlinkx.Sysctl, netlinkx.SetSysctl}
+}{readLocalnet, netlinkx.SetSysctl}
+
+// readLocalnet reads a route_localnet sysctl the way that does not grow
+// with the host's containers: from the interface's RTM_GETLINK answer
+// (netlinkx.IPv4Devconf) rather than its file, whose path the kernel
+// resolves by comparing each component with an entry per network
+// namespace that has used it — +0.6 ms of CPU per access with 1000
+// containers on the host. The file is the fallback, and gives the error
+// texts of a missing interface.
+func readLocalnet(ns *netns.NS, name string) (string, error) {
+	if ifName, ok := strings.CutSuffix(strings.TrimPrefix(name, "net/ipv4/conf/"), "/route_localnet"); ok && localnetSysctl(ifName) == name {
+		if h, err := netlinkx.Open(ns); err == nil {
+			v, err := h.IPv4Devconf(ifName, netlinkx.DevconfRouteLocalnet)
+			h.Close()
+			if err == nil {
+				return strconv.FormatUint(uint64(v), 10), nil
+			}
+		}
+	}
+	return netlinkx.Sysctl(ns, name)
+}
 
 // priorComment is the comment of localnet_prior's elements.
 const priorComment = "nftcni portmap: route_localnet before nftcni"
@@ -143,6 +164,13 @@ func localnetPlan(tx *nft.Tx, ns *netns.NS, priors []nft.Element, users map[stri
 	if len(wanted) > 0 {
 		tx.AfterCommit(func() error {
 			for _, name := range wanted {
+				// Already on (the interface's other attachments
+				// set it): nothing to write. The write is the
+				// file, whose path costs more the more containers
+				// the host has (readLocalnet).
+				if v, err := sysctls.get(ns, localnetSysctl(name)); err == nil && v == "1" {
+					continue
+				}
 				if err := sysctls.set(ns, localnetSysctl(name), "1"); err != nil {
 					return &localnetError{err}
 				}
