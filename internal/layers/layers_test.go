@@ -39,7 +39,6 @@ var rules = map[string][]string{
 	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "netlinkx"},
 	"firewalld":   {"nft", "netns", "atomicfile"},
 
-	"ipam":             {"cni", "netlinkx", "netns"},
 	"ipam/hostlocal":   {"cni", "crashpoint"},
 	"ipam/static":      {"cni", "crashpoint"},
 	"ipam/dhcp":        {"cni", "crashpoint"},
@@ -49,8 +48,8 @@ var rules = map[string][]string{
 	"ipam/dhcp/gorpc":           {},
 	"ipam/hostlocal/ownerlink":  {},
 	"cniruntime/internal/types": {},
-	"plugins/internal/...":      {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "plugins/internal/..."},
-	"plugins/...":               {"cni", "ipam", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "firewalld", "plugins/internal/..."},
+	"plugins/internal/...":      {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "plugins/internal/..."},
+	"plugins/...":               {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "firewalld", "plugins/internal/..."},
 
 	"cmd/nftcni": {"..."},
 }
@@ -181,7 +180,7 @@ func TestImportsFollowTheLayers(t *testing.T) {
 		}
 		for _, dep := range deps {
 			if (match("plugins/...", dep) || match("ipam/...", dep)) && !match("plugins/internal/...", dep) &&
-				dep != "ipam" && pluginOf(dep) != pluginOf(pkg) {
+				pluginOf(dep) != pluginOf(pkg) {
 				t.Errorf("%s imports %s: a plugin imports no other plugin", pkg, dep)
 			}
 		}

@@ -22,11 +22,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
@@ -206,7 +206,7 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 	}
 	_ = netlinkx.SetSysctl(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 
-	if err := ipam.ConfigureInterface(hc, a.IfName, result); err != nil {
+	if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 		return err
 	}
 

@@ -14,8 +14,8 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
@@ -128,7 +128,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if !l.Up {
 		return fmt.Errorf("Interface %s is down", ck.Cont.Name)
 	}
-	return ipam.CheckAddresses(ck.HC, a.IfName, ck.Result.IPs)
+	return addrconf.CheckAddresses(ck.HC, a.IfName, ck.Result.IPs)
 }
 
 // checkMsgs are the reference dummy's wording.

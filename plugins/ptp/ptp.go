@@ -20,10 +20,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
@@ -221,7 +221,7 @@ func enableForward(ips []*cni.IPConfig) error {
 // Two addresses sharing a gateway or a subnet get those routes once (the
 // reference fails with "file exists").
 func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result) error {
-	if err := ipam.ConfigureInterface(hc, ifName, r); err != nil {
+	if err := addrconf.ConfigureInterface(hc, ifName, r); err != nil {
 		return err
 	}
 	type key struct {
@@ -315,7 +315,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	defer hc.Close()
-	contEntry, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	contEntry, err := addrconf.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
 		return err
 	}
@@ -336,10 +336,10 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if contEntry.Mac != "" && contEntry.Mac != l.MAC.String() {
 		return fmt.Errorf("ptp: Interface %s Mac %s doesn't match container Mac: %s", contEntry.Name, contEntry.Mac, l.MAC)
 	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := addrconf.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return addrconf.CheckRoutes(hc, result.Routes)
 }
 
 // cmdDel releases the addresses, removes the veth pair (the host address

@@ -1,8 +1,10 @@
-// Package ipam holds what interface plugins share about addressing: applying
-// an IPAM result to a container interface (ConfigureInterface) and checking
-// it is still in place (the CHECK helpers in check.go). The IPAM plugins
-// themselves live in the sub-packages (hostlocal, static).
-package ipam
+// Package addrconf is the address configuration every interface plugin
+// shares: applying an IPAM result to a container interface
+// (ConfigureInterface) and checking at CHECK that it is still in place
+// (check.go). It is the plugins' side of IPAM, whichever IPAM plugin
+// produced the result (ours under ipam/, the reference's, a third party's),
+// so it lives with the plugins, not with the IPAM plugins.
+package addrconf
 
 import (
 	"errors"
