@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TablePrefix starts the name of every table nftcni creates. Batch refuses
@@ -202,8 +204,8 @@ func (b *Batch) elements(s *nftables.Set, elems []Element, add bool) {
 	}
 	vals := make([]nftables.SetElement, len(elems))
 	for i, e := range elems {
-		if len(e.Comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", MaxCommentLen))
+		if len(e.Comment) > ownerid.MaxCommentLen {
+			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", ownerid.MaxCommentLen))
 			return
 		}
 		vals[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd}
@@ -238,8 +240,8 @@ func (b *Batch) AddRule(r *nftables.Rule, comment string) {
 		return
 	}
 	if comment != "" {
-		if len(comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
+		if len(comment) > ownerid.MaxCommentLen {
+			b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", ownerid.MaxCommentLen))
 			return
 		}
 		r.UserData = RuleUserData(comment)

@@ -30,14 +30,16 @@ var rules = map[string][]string{
 	"attachrec":  {"atomicfile"},
 	"netns":      {},
 	"nlerr":      {},
+	"ownerid":    {},
 	"cni":        {"crashpoint"},
 
 	"netlinkx/...": {"netlinkx", "netns", "nlerr", "crashpoint"},
-	"nft":          {"netns", "nlerr", "crashpoint", "nft/internal/fakedial"},
-	"nft/...":      {"nft", "nft/foreign", "netns", "nlerr", "crashpoint"},
+	"nft":          {"netns", "nlerr", "crashpoint", "ownerid", "nft/internal/fakedial"},
+	"nft/...":      {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid"},
 	// route_localnet is a sysctl: the one nft component that sets one.
-	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "netlinkx"},
-	"firewalld":   {"nft", "netns", "atomicfile"},
+	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid", "netlinkx"},
+	// firewalld's record names owners; it needs nothing of nftables.
+	"firewalld": {"ownerid", "netns", "atomicfile"},
 
 	"ipam/hostlocal":   {"cni", "crashpoint"},
 	"ipam/static":      {"cni", "crashpoint"},
@@ -48,8 +50,8 @@ var rules = map[string][]string{
 	"ipam/dhcp/gorpc":           {},
 	"ipam/hostlocal/ownerlink":  {},
 	"cniruntime/internal/types": {},
-	"plugins/internal/...":      {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "plugins/internal/..."},
-	"plugins/...":               {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "firewalld", "plugins/internal/..."},
+	"plugins/internal/...":      {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "ownerid", "plugins/internal/..."},
+	"plugins/...":               {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "ownerid", "firewalld", "plugins/internal/..."},
 
 	"cmd/nftcni": {"..."},
 }
@@ -198,6 +200,9 @@ func TestRulesCatchCrossings(t *testing.T) {
 		{"nft", "nft/internal/fakedial", true},
 		{"nft/masq", "nft/internal/fakedial", false},
 		{"nft/masq", "netlinkx", false},
+		{"nft/masq", "ownerid", true},
+		{"firewalld", "nft", false},
+		{"ownerid", "nft", false},
 		{"nft/portmap", "netlinkx", true},
 		{"netlinkx/qdisc", "netlinkx", true},
 		{"cni", "netlinkx", false},

@@ -10,7 +10,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // What the privileged tests of the interface plugins (bridge, ptp) share:
@@ -204,7 +204,7 @@ func (th *Host) FailsWith(what string, c Call, want string) {
 // the container's namespace (destroy, from DoomedCtr) and runs DEL for
 // own's container with CNI_NETNS still naming it. The test fails unless
 // DEL succeeds and leaves none of own's nftables state.
-func (th *Host) DelNetnsGone(ctr *netns.NS, destroy func(), own nft.Owner, conf string) {
+func (th *Host) DelNetnsGone(ctr *netns.NS, destroy func(), own ownerid.Owner, conf string) {
 	th.T.Helper()
 	if NFTOwned(th.T, th.NS, own) == 0 {
 		th.T.Fatal("no nftables state after ADD")

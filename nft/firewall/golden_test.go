@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation; every
@@ -84,14 +85,14 @@ const (
 	otherRecord  = "10.1.0.7 s=br0"
 )
 
-func marker(o nft.Owner, rec string) nfttest.Elem {
-	e := o.MarkerWith(rec)
+func marker(o ownerid.Owner, rec string) nfttest.Elem {
+	e := nft.MarkerWith(o, rec)
 	return nfttest.Elem{Key: e.Key, Comment: e.Comment}
 }
 
 // markerNote is the nft command adding o's marker recording rec.
-func markerNote(verb string, o nft.Owner, rec string) string {
-	e := o.MarkerWith(rec)
+func markerNote(verb string, o ownerid.Owner, rec string) string {
+	e := nft.MarkerWith(o, rec)
 	if verb == "delete" {
 		return `nft delete element inet nftcni_firewall owners { "` + string(e.Key) + `" }`
 	}
@@ -122,15 +123,15 @@ func ruleComments() []string {
 	return c
 }
 
-func id(o nft.Owner) string { return string(attachmentID(o)) }
+func id(o ownerid.Owner) string { return string(attachmentID(o)) }
 
 func addr(s string) []byte { k, _ := addrKey(netip.MustParseAddr(s)); return k }
 
-func claim(a string, o nft.Owner) nfttest.Elem {
+func claim(a string, o ownerid.Owner) nfttest.Elem {
 	return nfttest.Elem{Key: nft.Concat(addr(a), attachmentID(o)), Comment: o.Tag()}
 }
 
-func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
+func bridgeClaim(br string, o ownerid.Owner) nfttest.Elem {
 	return nfttest.Elem{Key: nft.Concat(nft.IfnameKey(br), attachmentID(o)), Comment: o.Tag()}
 }
 
@@ -312,7 +313,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // heads.
 func TestGoldenSetupForeign(t *testing.T) {
 	st := existing()
-	a := Attachment{Owner: nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
+	a := Attachment{Owner: ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
 	f := run(t, st, func() error { return Setup(nil, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
 	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
@@ -371,7 +372,7 @@ func TestSetupAcceptChainMissing(t *testing.T) {
 // only: the lookup element stays as it is. (Its table filter has no
 // iptables-nft chain: no rules there.)
 func TestGoldenSetupSharedAddress(t *testing.T) {
-	a := Attachment{Owner: nft.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
+	a := Attachment{Owner: ownerid.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
 	st := existing()
 	delete(st.Chains, "ip filter FORWARD")
 	f := run(t, st, func() error { return Setup(nil, a) })
@@ -479,7 +480,7 @@ func TestGoldenGCEverywhere(t *testing.T) {
 	st.Chains["inet filter forward"] = []string{sample.Tag(), "an administrator's rule", sample.ComponentTag("portmap")}
 	st.Chains["ip filter FORWARD"] = []string{sample.ComponentTag("portmap"), "docker"}
 	delete(st.Chains, "ip6 filter FORWARD")
-	f := run(t, st, func() error { return GC(nil, "mynet", []nft.Owner{other}) })
+	f := run(t, st, func() error { return GC(nil, "mynet", []ownerid.Owner{other}) })
 	i := id(sample)
 	nfttest.Golden(t, "gc_everywhere", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -549,7 +550,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 		if err := GC(nil, "othernet", nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := GC(nil, "mynet", []nft.Owner{sample, other}); err != nil {
+		if err := GC(nil, "mynet", []ownerid.Owner{sample, other}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(f.Batches) != 0 {
@@ -721,7 +722,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 // Setup, the old way, writes the markers and counts of every owner.
 func TestGoldenSetupMigrates(t *testing.T) {
 	f := run(t, existingV1(), func() error { return Setup(nil, sampleAttachment) })
-	s, o := sample.MarkerWith(sampleRecord), other.MarkerWith(otherRecord)
+	s, o := nft.MarkerWith(sample, sampleRecord), nft.MarkerWith(other, otherRecord)
 	nfttest.Golden(t, "setup_migrates", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1, 10.1.0.7 : 1 }`,
 		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,

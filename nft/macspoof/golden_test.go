@@ -6,6 +6,7 @@ import (
 
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation, each
@@ -111,7 +112,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // owner's (veth2 . old MAC): finding the port taken sends Setup to the
 // slow path, which sees and deletes both.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	newcomer := nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
+	newcomer := ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	f := nfttest.Run(t, existing(), func() error {
 		return Setup(nil, newcomer, "veth2", mac)
@@ -151,7 +152,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	owner.IfName = "eth9"
 	nfttest.SendsNothing(t, existing(),
 		func() error { return Teardown(nil, owner) },
-		func() error { return GC(nil, "mynet", []nft.Owner{sample, other}) })
+		func() error { return GC(nil, "mynet", []ownerid.Owner{sample, other}) })
 }
 
 func TestSetupRejects(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation; every
@@ -303,7 +304,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
 	f := nfttest.Run(t, existing(), func() error {
-		return GC(nil, "mynet", []nft.Owner{sample})
+		return GC(nil, "mynet", []ownerid.Owner{sample})
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.7 }`,

@@ -15,6 +15,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -46,7 +47,7 @@ func key(s *nftables.Set, e nft.Element) string {
 
 func TestLiveSetupTeardown(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	tag := o.Tag()
 	full := map[string][]string{
 		"src4":   {`10.99.0.5 : jump subnet4_24 comment "` + tag + `"`},
@@ -102,7 +103,7 @@ func TestLiveSetupTeardown(t *testing.T) {
 // whole; the elements stay.
 func TestLiveRulesRepaired(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	if err := Setup(ns, o, pfx("10.99.0.5/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestLiveRulesRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(ns, nft.Owner{Network: "net1", ContainerID: "other", IfName: "eth0"}, pfx("10.99.0.6/24")); err != nil {
+	if err := Setup(ns, ownerid.Owner{Network: "net1", ContainerID: "other", IfName: "eth0"}, pfx("10.99.0.6/24")); err != nil {
 		t.Fatal(err)
 	}
 	rs, _ = c.Rules(chain)
@@ -132,7 +133,7 @@ func TestLiveRulesRepaired(t *testing.T) {
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	live.CreatesNothing(t,
 		func(ns *netns.NS) error { return Teardown(ns, o) },
 		func(ns *netns.NS) error { return GC(ns, "net1", nil) })
@@ -140,10 +141,10 @@ func TestLiveNothingToRemove(t *testing.T) {
 
 func TestLiveGC(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
-	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
-	for i, o := range []nft.Owner{a, b, c} {
+	a := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := ownerid.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	for i, o := range []ownerid.Owner{a, b, c} {
 		if err := Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+1))); err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestLiveGC(t *testing.T) {
 	}
 	foreign := addForeign(t, ns, b.Tag())
 
-	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{a}); err != nil {
 		t.Fatal(err)
 	}
 	got := live.Read(t, ns)["local4"]
@@ -176,7 +177,7 @@ func TestLiveGC(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("after GC(net1, [a]): local4 %q, want %q", got, want)
 	}
-	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	got = live.Read(t, ns)["local4"]
@@ -215,8 +216,8 @@ func addForeign(t *testing.T, ns *netns.NS, tag string) *nftables.Set {
 // The known limit: one address, one owner — the last Setup takes it over.
 func TestLiveTakeOver(t *testing.T) {
 	ns := privtest.NewNS(t)
-	x := nft.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
-	y := nft.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
+	x := ownerid.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
+	y := ownerid.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
 	if err := Setup(ns, x, pfx("10.1.0.5/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			o := nft.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+			o := ownerid.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
 			errs <- Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+10)))
 		})
 	}
@@ -317,7 +318,7 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 
 func TestLiveMasqueradeTraffic(t *testing.T) {
 	container, host, internet := topology(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	const timeout = 700 * time.Millisecond
 	for _, tc := range []struct {
 		src, router, dst string

@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation, each
@@ -101,7 +102,7 @@ func wantWrites(t *testing.T, got *[]string, want ...string) {
 
 // localnetNote is the element of o's localnet record for cni0, as in nft
 // commands; priorNote is cni0's entry in localnet_prior.
-func localnetNote(o nft.Owner, withComment bool) string {
+func localnetNote(o ownerid.Owner, withComment bool) string {
 	n := `"cni0" . "` + o.AttachmentHash() + `"`
 	if withComment {
 		n += ` comment "` + o.Tag() + `"`
@@ -177,12 +178,12 @@ func comments(f *family) map[string][]string {
 }
 
 // pm is o's tag on portmap's rules in foreign chains.
-func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+func pm(o ownerid.Owner) string { return o.ComponentTag("portmap") }
 
 // acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
 // of the accept for connections DNATed to addr:port over proto, with o's
 // tag.
-func acceptNote(proto, addr, port string, o nft.Owner) string {
+func acceptNote(proto, addr, port string, o ownerid.Owner) string {
 	cmd := "iptables-nft"
 	if strings.Contains(addr, ":") {
 		cmd = "ip6tables-nft"
@@ -486,7 +487,7 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 // Another owner asking for a held port fails and sends nothing.
 func TestConflictSendsNothing(t *testing.T) {
 	s := web
-	s.Owner = nft.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
+	s.Owner = ownerid.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
 	s.Mappings = []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("10.88.0.9:53")}}
 	f := &nfttest.Fake{State: existing()}
 	nfttest.Use(t, f)
@@ -562,7 +563,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 func TestGoldenGC(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := nfttest.Run(t, existing(), func() error {
-		_, err := GC(nil, sample.Network, []nft.Owner{other})
+		_, err := GC(nil, sample.Network, []ownerid.Owner{other})
 		return err
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{

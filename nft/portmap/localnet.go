@@ -14,6 +14,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // route_localnet bookkeeping.
@@ -75,7 +76,7 @@ const priorComment = "nftcni portmap: route_localnet before nftcni"
 func localnetSysctl(ifName string) string { return "net/ipv4/conf/" + ifName + "/route_localnet" }
 
 // localnetRecord is owner's record of using ifName.
-func localnetRecord(ifName string, owner nft.Owner) nft.Element {
+func localnetRecord(ifName string, owner ownerid.Owner) nft.Element {
 	return nft.Element{Key: nft.Concat(nft.IfnameKey(ifName), []byte(owner.AttachmentHash())), Comment: owner.Tag()}
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
@@ -505,7 +505,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			continue
 		}
 		tag, ours := strings.CutPrefix(l.Alias, aliasPrefix)
-		if ours && nft.Stale(tag, conf.Name, valid) {
+		if ours && ownerid.Stale(tag, conf.Name, valid) {
 			errs = append(errs, deleteLink(hh, l.Name))
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestCheckWithoutMappings: CHECK without runtimeConfig.portMappings (what
@@ -39,7 +39,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 	// The recorded state drifts: a mapping now leads to another address
 	// (as if the attachment's address had changed), the hairpin element
 	// is gone, route_localnet was switched off.
-	own := nft.Owner{Network: "testnet", ContainerID: "chk", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "chk", IfName: "eth0"}
 	s := portmap.Spec{Owner: own,
 		Mappings: []portmap.Mapping{{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.99:80")}},
 		Hairpin:  []netip.Prefix{netip.MustParsePrefix("10.88.0.2/24"), netip.MustParsePrefix("fd00:88::2/64")},

@@ -17,9 +17,9 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/conntrack"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
@@ -48,7 +48,7 @@ var Plugin = &cni.Plugin{
 // another attachment holds (a plugin-specific code, ≥ 100 per the spec).
 const CodeHostPortInUse uint = 100
 
-func owner(c *config, a *cni.CmdArgs) nft.Owner { return ownertag.Of(c.Name, a) }
+func owner(c *config, a *cni.CmdArgs) ownerid.Owner { return ownertag.Of(c.Name, a) }
 
 // spec turns the config into what the data plane wants for one attachment,
 // all but Spec.Localnet (localnetIfaces). forwarding says whether the

@@ -29,6 +29,7 @@ import (
 	"github.com/nftcni/nftcni/internal/golden"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/fakedial"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Elem is a set element of the fake ruleset.
@@ -566,20 +567,20 @@ func (f *Fake) Only(t testing.TB) []netlink.Message {
 // attachments of network mynet. Third is one more, typically one without
 // state yet (a first ADD).
 var (
-	Sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
-	Other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
-	Third  = nft.Owner{Network: "mynet", ContainerID: "facade", IfName: "eth0"}
+	Sample = ownerid.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
+	Other  = ownerid.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
+	Third  = ownerid.Owner{Network: "mynet", ContainerID: "facade", IfName: "eth0"}
 )
 
 // Marker is o's element in an owners set (nft.OwnersSet), for States.
-func Marker(o nft.Owner) Elem {
-	m := o.Marker()
+func Marker(o ownerid.Owner) Elem {
+	m := nft.Marker(o)
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
-// MarkerWith is o's marker carrying record (nft.Owner.MarkerWith).
-func MarkerWith(o nft.Owner, record string) Elem {
-	m := o.MarkerWith(record)
+// MarkerWith is o's marker carrying record (nft.MarkerWith).
+func MarkerWith(o ownerid.Owner, record string) Elem {
+	m := nft.MarkerWith(o, record)
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
@@ -592,16 +593,16 @@ func OwnersSetNote(table string) string {
 // CreateMarkerNote and DelMarkerNote are the nft commands adding (with
 // NLM_F_EXCL, as Setup does: `create`) and deleting o's marker in the
 // owners set of table ("<family> <name>").
-func CreateMarkerNote(table string, o nft.Owner) string {
+func CreateMarkerNote(table string, o ownerid.Owner) string {
 	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
 }
 
 // CreateMarkerWithNote is CreateMarkerNote for a marker carrying record.
-func CreateMarkerWithNote(table string, o nft.Owner, record string) string {
-	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.MarkerWith(record).Comment + `" }`
+func CreateMarkerWithNote(table string, o ownerid.Owner, record string) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + nft.MarkerWith(o, record).Comment + `" }`
 }
 
-func DelMarkerNote(table string, o nft.Owner) string {
+func DelMarkerNote(table string, o ownerid.Owner) string {
 	return `nft delete element ` + table + ` owners { "` + o.AttachmentHash() + `" }`
 }
 

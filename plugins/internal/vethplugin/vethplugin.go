@@ -16,8 +16,8 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
 )
 
@@ -47,7 +47,7 @@ func DNSSet(d cni.DNSConf) bool {
 // grace period when its socket is closed (nf_tables flushes its destroy
 // work on release): several milliseconds that overlap with the rest of ADD
 // instead of adding to it. r.End joins it; its failure fails the ADD.
-func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
+func StartMasq(r *rollback.Rollback, own ownerid.Owner, ips []*cni.IPConfig) {
 	addrs := make([]netip.Prefix, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, ip.Address)
