@@ -31,27 +31,28 @@ var rules = map[string][]string{
 	"netns":      {},
 	"nlerr":      {},
 	"ownerid":    {},
+	"sysctl":     {"netns", "crashpoint"},
 	"cni":        {"crashpoint"},
 
-	"netlinkx/...": {"netlinkx", "netns", "nlerr", "crashpoint"},
+	"netlinkx/...": {"netlinkx", "netns", "nlerr", "crashpoint", "sysctl"},
 	"nft":          {"netns", "nlerr", "crashpoint", "ownerid", "nft/internal/fakedial"},
 	"nft/...":      {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid"},
 	// route_localnet is a sysctl: the one nft component that sets one.
-	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid", "netlinkx"},
+	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid", "sysctl"},
 	// firewalld's record names owners; it needs nothing of nftables.
 	"firewalld": {"ownerid", "netns", "atomicfile"},
 
 	"ipam/hostlocal":   {"cni", "crashpoint"},
 	"ipam/static":      {"cni", "crashpoint"},
 	"ipam/dhcp":        {"cni", "crashpoint"},
-	"ipam/dhcp/daemon": {"cni", "crashpoint", "ipam/dhcp/...", "netlinkx", "netns", "atomicfile"},
+	"ipam/dhcp/daemon": {"cni", "crashpoint", "ipam/dhcp/...", "netlinkx", "netns", "sysctl", "atomicfile"},
 	"cniruntime":       {"cni", "netns", "atomicfile"},
 	// Leaves: a wire format, a file format, a lock.
 	"ipam/dhcp/gorpc":           {},
 	"ipam/hostlocal/ownerlink":  {},
 	"cniruntime/internal/types": {},
-	"plugins/internal/...":      {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "ownerid", "plugins/internal/..."},
-	"plugins/...":               {"cni", "netlinkx/...", "nft/...", "netns", "crashpoint", "atomicfile", "ownerid", "firewalld", "plugins/internal/..."},
+	"plugins/internal/...":      {"cni", "netlinkx/...", "nft/...", "netns", "sysctl", "crashpoint", "atomicfile", "ownerid", "plugins/internal/..."},
+	"plugins/...":               {"cni", "netlinkx/...", "nft/...", "netns", "sysctl", "crashpoint", "atomicfile", "ownerid", "firewalld", "plugins/internal/..."},
 
 	"cmd/nftcni": {"..."},
 }
@@ -203,7 +204,10 @@ func TestRulesCatchCrossings(t *testing.T) {
 		{"nft/masq", "ownerid", true},
 		{"firewalld", "nft", false},
 		{"ownerid", "nft", false},
-		{"nft/portmap", "netlinkx", true},
+		{"nft/portmap", "netlinkx", false},
+		{"nft/portmap", "sysctl", true},
+		{"nft", "netlinkx", false},
+		{"sysctl", "netlinkx", false},
 		{"netlinkx/qdisc", "netlinkx", true},
 		{"cni", "netlinkx", false},
 		{"plugins/bridge", "nft/masq", true},

@@ -11,6 +11,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // What the privileged tests of the interface plugins (bridge, ptp) share:
@@ -31,7 +32,7 @@ type Host struct {
 // once and tests do not wait for DAD unless that is what they test.
 func NoDAD(t testing.TB, ns *netns.NS) {
 	t.Helper()
-	Must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+	Must(t, sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 }
 
 // NewHost makes a host namespace for plugin, with lo up and without DAD

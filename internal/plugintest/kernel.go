@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Readers of the kernel state a plugin left behind.
@@ -98,7 +99,7 @@ func AddrStrings(t testing.TB, h *netlinkx.Handle, link string, family int) []st
 // Sysctl reads a sysctl of ns.
 func Sysctl(t testing.TB, ns *netns.NS, key string) string {
 	t.Helper()
-	v, err := netlinkx.Sysctl(ns, key)
+	v, err := sysctl.Get(ns, key)
 	Must(t, err)
 	return v
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -409,7 +410,7 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 		}
 	}
 	for _, ns := range []*netns.NS{container, host, outside} {
-		must(netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+		must(sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 	}
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-c", PeerName: "eth0", PeerNS: container}))
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-o", PeerName: "eth0", PeerNS: outside}))
@@ -438,8 +439,8 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
 	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("10.99.0.0/24"), Gw: netip.MustParseAddr("192.0.2.1")}))
 	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("fd00:99::/64"), Gw: netip.MustParseAddr("2001:db8::1")}))
-	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
-	must(netlinkx.SetSysctl(host, "net/ipv6/conf/all/forwarding", "1"))
+	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
+	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
 	foreignFilter(t, host, nftables.TableFamilyIPv4)
 	foreignFilter(t, host, nftables.TableFamilyIPv6)
 	return container, host, outside

@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -276,7 +277,7 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 	// No DAD on the links about to be created (link-local addresses
 	// included): IPv6 works as soon as the links are up.
 	for _, ns := range []*netns.NS{container, host, internet} {
-		must(netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+		must(sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 	}
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-c", PeerName: "eth0", PeerNS: container}))
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-i", PeerName: "eth0", PeerNS: internet}))
@@ -311,8 +312,8 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 	privtest.WaitOperUp(t, hi, "eth0")
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("10.99.0.1")}))
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
-	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
-	must(netlinkx.SetSysctl(host, "net/ipv6/conf/all/forwarding", "1"))
+	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
+	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
 	return container, host, internet
 }
 

@@ -14,7 +14,8 @@ import (
 
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
@@ -130,7 +131,7 @@ func (w *localnetWorld) teardown(o ownerid.Owner) Removed {
 
 func (w *localnetWorld) setSysctl(ifName, v string) {
 	w.t.Helper()
-	if err := netlinkx.SetSysctl(w.ns, localnetSysctl(ifName), v); err != nil {
+	if err := sysctl.Set(w.ns, localnetSysctl(ifName), v); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -140,7 +141,7 @@ func (w *localnetWorld) setSysctl(ifName, v string) {
 func (w *localnetWorld) expect(step, pm0, pm1 string, priors ...string) {
 	w.t.Helper()
 	for _, c := range []struct{ name, want string }{{"pm0", pm0}, {"pm1", pm1}} {
-		got, err := netlinkx.Sysctl(w.ns, localnetSysctl(c.name))
+		got, err := sysctl.Get(w.ns, localnetSysctl(c.name))
 		if err != nil {
 			w.t.Fatal(err)
 		}

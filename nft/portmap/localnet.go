@@ -11,7 +11,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/ownerid"
@@ -68,7 +69,7 @@ import (
 var sysctls = struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{netlinkx.Sysctl, netlinkx.SetSysctl}
+}{sysctl.Get, sysctl.Set}
 
 // priorComment is the comment of localnet_prior's elements.
 const priorComment = "nftcni portmap: route_localnet before nftcni"

@@ -9,7 +9,8 @@ import (
 
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/portmap"
 	"github.com/nftcni/nftcni/ownerid"
@@ -53,7 +54,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 
 	w.portmapOK("ADD", ctr, "chk", conf) // repaired
 	w.portmapOK("CHECK", ctr, "chk", bare)
-	plugintest.Must(t, netlinkx.SetSysctl(w.host.NS, "net/ipv4/conf/cni0/route_localnet", "0"))
+	plugintest.Must(t, sysctl.Set(w.host.NS, "net/ipv4/conf/cni0/route_localnet", "0"))
 	fails("route_localnet off", bare, `route_localnet is off on cni0`)
 
 	// An attachment without mappings has nothing to check.

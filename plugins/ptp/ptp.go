@@ -28,6 +28,7 @@ import (
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the ptp plugin.
@@ -160,7 +161,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := hh.SetUp(hostVeth); err != nil {
 		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, netlinkx.Cause(err))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
 	contLink, err := hc.LinkByName(a.IfName)
 	if err != nil {
 		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, netlinkx.Cause(err))

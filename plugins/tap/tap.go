@@ -19,6 +19,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the tap plugin.
@@ -106,11 +107,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			ip.Interface = cni.Int(0)
 		}
 		result.IPs, result.Routes = r.IPs, r.Routes
-		_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
+		_ = sysctl.Set(add.CtrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 		// A tap has no carrier until its consumer attaches, so duplicate
 		// address detection cannot run: the reference waits 5 s for it
 		// and leaves the addresses tentative. Off, they are usable now.
-		_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
+		_ = sysctl.Set(add.CtrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
 		if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 			return nil, err
 		}

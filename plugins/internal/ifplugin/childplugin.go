@@ -8,6 +8,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/plugins/internal/addrconf"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // The skeleton the single-interface plugins (macvlan, ipvlan, vlan, dummy)
@@ -107,8 +108,8 @@ func (ad *Add) ConfigureChild(result *cni.Result, link netlinkx.Link, ifName, sa
 	}
 	result.Interfaces = []*cni.Interface{{Name: ifName, Mac: link.MAC.String(), Sandbox: sandbox}}
 	if announce {
-		_ = netlinkx.SetSysctl(ad.CtrNS, "net/ipv4/conf/"+ifName+"/arp_notify", "1")
-		_ = netlinkx.SetSysctl(ad.CtrNS, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1")
+		_ = sysctl.Set(ad.CtrNS, "net/ipv4/conf/"+ifName+"/arp_notify", "1")
+		_ = sysctl.Set(ad.CtrNS, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1")
 	}
 	return addrconf.ConfigureInterface(ad.HC, ifName, result)
 }

@@ -15,7 +15,8 @@ import (
 	"net/netip"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
@@ -59,8 +60,8 @@ func StartMasq(r *rollback.Rollback, own ownerid.Owner, ips []*cni.IPConfig) {
 // EnableForward writes 1 to a forwarding sysctl of the process's namespace
 // unless it already is 1.
 func EnableForward(key string) error {
-	if v, err := netlinkx.Sysctl(nil, key); err == nil && v == "1" {
+	if v, err := sysctl.Get(nil, key); err == nil && v == "1" {
 		return nil
 	}
-	return netlinkx.SetSysctl(nil, key, "1")
+	return sysctl.Set(nil, key, "1")
 }
