@@ -18,7 +18,7 @@ import (
 // stacked on a lower device in particular: creating one straight into
 // another namespace, reading back its kind-specific attributes, finding the
 // default-route device a plugin falls back to as the lower device, and a
-// clear error when the kernel has no driver for a kind. rtnetlink/v2 has
+// clear error when the kernel has no driver for a kind (failCreate). rtnetlink/v2 has
 // no drivers for these kinds, so their IFLA_INFO_DATA is encoded here; the
 // encoders are not registered with rtnetlink, so replies keep the raw
 // bytes, which the readers decode.
@@ -56,27 +56,18 @@ func (d *kindData) Encode(ae *netlink.AttributeEncoder) error {
 
 func (d *kindData) Decode(*netlink.AttributeDecoder) error { return nil }
 
-// KindUnsupportedError reports that the kernel has no driver for a link
-// kind (not built, module missing): the kernel's own answer is a bare
-// EOPNOTSUPP, which errors.Is still matches.
-type KindUnsupportedError struct{ Kind string }
-
-func (e *KindUnsupportedError) Error() string {
-	return e.Kind + " not supported by this kernel"
-}
-
-// Is makes errors.Is(err, unix.EOPNOTSUPP) true.
-func (e *KindUnsupportedError) Is(target error) bool { return target == unix.EOPNOTSUPP }
-
-// failCreate is fail for link creation: EOPNOTSUPP becomes a
-// KindUnsupportedError when the kernel says the kind is unknown (extended
-// ack "Unknown device type"), or when it gave no reason at all; a driver's
-// own EOPNOTSUPP (e.g. a vlan on a device that cannot carry VLANs) keeps
-// the errno, with the kernel's reason.
+// failCreate is fail for link creation: EOPNOTSUPP becomes an
+// *nlerr.UnsupportedError naming the kind ("vlan not supported by this
+// kernel", matching errors.ErrUnsupported and still EOPNOTSUPP) when the
+// kernel says the kind is unknown (extended ack "Unknown device type"), or
+// when it gave no reason at all: the kernel has no driver for it (not
+// built, module missing). A driver's own EOPNOTSUPP (e.g. a vlan on a
+// device that cannot carry VLANs) keeps the errno, with the kernel's
+// reason.
 func failCreate(op, kind string, err error) error {
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		if msg := nlerr.Message(err); msg == "" || msg == "Unknown device type" {
-			return &Error{Op: op, Err: &KindUnsupportedError{Kind: kind}}
+			return &Error{Op: op, Err: &nlerr.UnsupportedError{What: kind, Err: unix.EOPNOTSUPP}}
 		}
 	}
 	return fail(op, err)

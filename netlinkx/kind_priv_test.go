@@ -9,6 +9,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // TestDefaultRouteLink: the device of the main table's first default
@@ -71,8 +72,8 @@ func TestMissingKindError(t *testing.T) {
 			continue
 		}
 		ran = true
-		var ke *netlinkx.KindUnsupportedError
-		if !errors.As(err, &ke) || ke.Kind != tt.kind || !errors.Is(err, unix.EOPNOTSUPP) {
+		var ke *nlerr.UnsupportedError
+		if !errors.As(err, &ke) || ke.What != tt.kind || !errors.Is(err, unix.EOPNOTSUPP) || !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s: %v", tt.kind, err)
 		}
 		if want := tt.kind + " not supported by this kernel"; !errors.Is(err, unix.EOPNOTSUPP) || ke == nil || ke.Error() != want {

@@ -21,7 +21,7 @@ func TestUnsupportedErrorText(t *testing.T) {
 		{nft.ConcatRanges, "nftables: concatenated interval sets not supported by this kernel (needs Linux ≥ 5.6)"},
 		{nft.Destroy, "nftables: destroy commands not supported by this kernel (needs Linux ≥ 6.3)"},
 	} {
-		err := error(&nft.UnsupportedError{Feature: tc.f, Err: unix.EINVAL})
+		err := nft.Unsupported(tc.f, unix.EINVAL)
 		if err.Error() != tc.want {
 			t.Errorf("%v: %q, want %q", tc.f, err, tc.want)
 		}

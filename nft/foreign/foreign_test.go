@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nlerr"
 	"github.com/nftcni/nftcni/ownerid"
 )
 
@@ -68,7 +69,7 @@ func (s stub) IptablesInUse() (bool, error) { return s.inUse, nil }
 
 // When a missing iptables-nft FORWARD chain is created.
 func TestCreatable(t *testing.T) {
-	unsupported := &nft.UnsupportedError{Feature: nft.XTConntrackMatch}
+	unsupported := &nlerr.UnsupportedError{What: "nftables: " + nft.XTConntrackMatch.String(), Linux: "3.13"}
 	for _, tt := range []struct {
 		name             string
 		r                stub
