@@ -1,7 +1,9 @@
 // Package nft is nftcni's nftables layer: a small layer over
 // google/nftables that every component holding firewall state goes
 // through. Sub-packages hold the per-feature data models (masq, macspoof,
-// later portmap and firewall); this package holds what they share.
+// portmap, firewall), the accepts in other owners' chains (foreign) and
+// the reference plugins' objects (reference); this package holds what
+// they share.
 //
 // # Rules of the house
 //
