@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,8 +155,22 @@ type stats struct {
 	addP50, addP90, delP50, delP90 time.Duration
 	addCPU, delCPU                 time.Duration // p50
 	addPerSec, delPerSec           float64
-	at                             []withM // one per BENCH_EXISTING count, ascending
+	at                             []withM   // one per BENCH_EXISTING count, ascending
+	reload                         reloadRun // reloadChain, nftcni only, with the most existing
 	err                            error
+}
+
+// reloadChain is the chain whose phase with existing attachments ends, at
+// the largest count, with the reload phase (reloadRun).
+const reloadChain = "full (+portmap+firewall)"
+
+// reloadRun is the reload phase: with the existing attachments in place,
+// `nft flush ruleset` in the host namespace, then `nftcni reload` (what
+// nftcni-reload.service runs) until CHECK of one attachment passes again,
+// then a second reload that has nothing to do.
+type reloadRun struct {
+	m            int
+	fresh, again time.Duration
 }
 
 // withM is the sequential run with m existing attachments.
@@ -375,6 +390,12 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	for _, c := range chains {
+		if s, ok := results[c.name]["nftcni"]; ok && s.err == nil && s.reload.fresh > 0 {
+			fmt.Printf("%s: nft flush ruleset with %d attachments, then nftcni reload: state back (CHECK passes) after %s (%s per attachment); a second reload, nothing to do: %s\n",
+				c.name, s.reload.m, ms(s.reload.fresh), ms(s.reload.fresh/time.Duration(s.reload.m)), ms(s.reload.again))
+		}
+	}
 	hostTools(t, bin, knob("BENCH_LIST", 250), workers)
 	targets([]floor{fl, flr}, results, workers)
 }
@@ -474,14 +495,15 @@ func missingPlugins(dir string, names []string) string {
 // world is one chain under test: a host namespace, the CNI config and a
 // pool of container namespaces.
 type world struct {
-	t      *testing.T
-	host   *netns.NS
-	dir    string
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	nsDir  string
-	seq    atomic.Int64
-	prefix string
+	t       *testing.T
+	host    *netns.NS
+	dir     string
+	plugins string // the plugin directory
+	cni     *libcni.CNIConfig
+	list    *libcni.NetworkConfigList
+	nsDir   string
+	seq     atomic.Int64
+	prefix  string
 }
 
 type attachment struct {
@@ -597,6 +619,12 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 			st[i].at = append(st[i].at, withM{m: m, addP50: pct(r.adds, 50), delP50: pct(r.dels, 50),
 				addCPU: pct(r.addCPU, 50), delCPU: pct(r.delCPU, 50)})
 		}
+		if c.name == reloadChain && live[i].name == "nftcni" && ok(i) && len(pre) > 0 {
+			var err error
+			if st[i].reload, err = w.reloadAfterFlush(pre); err != nil {
+				fail(i, err)
+			}
+		}
 		if err := w.delMany(pre, workers); err != nil && ok(i) {
 			fail(i, err)
 		}
@@ -617,7 +645,7 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &world{t: t, host: host, dir: dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+	return &world{t: t, host: host, dir: dir, plugins: im.dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 
@@ -762,4 +790,42 @@ func pct(d []time.Duration, p int) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[(len(s)-1)*p/100]
+}
+
+// reloadAfterFlush is the reload phase (reloadRun) with the attachments
+// atts in place; the first of them is checked before and after.
+func (w *world) reloadAfterFlush(atts []*attachment) (reloadRun, error) {
+	r := reloadRun{m: len(atts)}
+	check := func() error { return w.cni.CheckNetworkList(context.Background(), w.list, atts[0].rt) }
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK before the flush: %w", err)
+	}
+	flush := exec.Command("nft", "flush", "ruleset")
+	if err := netns.StartIn(w.host, flush); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if err := flush.Wait(); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if check() == nil {
+		return r, errors.New("reload phase: CHECK passes after the flush")
+	}
+	reload := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := exec.Command(filepath.Join(w.plugins, "nftcni"), "reload", "-host-netns", w.host.Path(),
+			"-cache-dir", filepath.Join(w.dir, "cache")).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("reload phase: nftcni reload: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+	var err error
+	if r.fresh, err = reload(); err != nil {
+		return r, err
+	}
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK after nftcni reload: %w", err)
+	}
+	r.again, err = reload()
+	return r, err
 }

@@ -64,6 +64,14 @@ func (b *Batch) InsertForeignRule(r *nftables.Rule, tag string) {
 		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", ownerid.MaxCommentLen))
 		return
 	}
+	if isIptablesFilter(r.Table) {
+		u := b.iptablesUse(r.Table.Family)
+		if u.deleted {
+			b.fail(fmt.Errorf("nftables: a rule into %s %s after this batch deleted the table", familyName(r.Table.Family), r.Table.Name))
+			return
+		}
+		u.written = true
+	}
 	r.UserData = RuleUserData(tag)
 	b.rec.InsertRule(r)
 	b.echo = append(b.echo, b.n)
@@ -103,11 +111,18 @@ func IptablesForward(fam nftables.TableFamily) *nftables.Chain {
 // batch fails rather than touch it (re-sending an existing base chain
 // would reset its policy). The table is sent only when the caller saw it
 // missing in the same Update; the generation guard makes sure it still is.
+// A batch creates it once: plans of several components in one batch
+// (nft.Plan: the firewall's and portmap's) each find it missing.
 func (b *Batch) CreateIptablesForward(fam nftables.TableFamily, addTable bool) {
 	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
 		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
 		return
 	}
+	u := b.iptablesUse(fam)
+	if u.created {
+		return // another plan of this batch creates it
+	}
+	u.created, u.written = true, true
 	ch := IptablesForward(fam)
 	if addTable {
 		b.rec.AddTable(ch.Table)
@@ -168,14 +183,44 @@ func (tx *Tx) BareIptablesFilter(fam nftables.TableFamily) (bool, error) {
 // DeleteIptablesFilter deletes iptables-nft's filter table of family fam,
 // which the caller saw bare (Tx.BareIptablesFilter) in the same Update and
 // whose FORWARD chain's last rules — ours — the same batch deletes: what
-// CreateIptablesForward made, once nothing of anyone's is left in it.
+// CreateIptablesForward made, once nothing of anyone's is left in it. Not
+// when another plan of the same batch creates it or puts rules into it;
+// and a rule into it after its deletion fails the batch.
 func (b *Batch) DeleteIptablesFilter(fam nftables.TableFamily) {
 	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
 		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
 		return
 	}
+	u := b.iptablesUse(fam)
+	if u.written {
+		return // another plan of this batch puts rules into it
+	}
+	u.deleted = true
 	b.rec.DelTable(IptablesForward(fam).Table)
 	b.n++
+}
+
+// iptablesUse is what a batch does to iptables-nft's filter table of one
+// family.
+type iptablesUse struct {
+	created bool // its FORWARD chain (CreateIptablesForward)
+	written bool // created, or rules inserted (InsertForeignRule)
+	deleted bool // the table (DeleteIptablesFilter)
+}
+
+func (b *Batch) iptablesUse(fam nftables.TableFamily) *iptablesUse {
+	if b.iptables == nil {
+		b.iptables = map[nftables.TableFamily]*iptablesUse{}
+	}
+	if b.iptables[fam] == nil {
+		b.iptables[fam] = &iptablesUse{}
+	}
+	return b.iptables[fam]
+}
+
+// isIptablesFilter reports whether t is iptables-nft's filter table.
+func isIptablesFilter(t *nftables.Table) bool {
+	return (t.Family == nftables.TableFamilyIPv4 || t.Family == nftables.TableFamilyIPv6) && t.Name == IptablesForward(t.Family).Table.Name
 }
 
 // ChainRule is a rule read by Tx.AllRules, with its chain.

@@ -4,4 +4,7 @@ package main
 
 import "github.com/nftcni/nftcni/plugins/firewall"
 
-func init() { register(firewall.Plugin) }
+func init() {
+	register(firewall.Plugin)
+	registerReapply(firewall.Plugin.Name, firewall.Reapply)
+}

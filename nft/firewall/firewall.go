@@ -290,31 +290,48 @@ func describe(a Attachment) string {
 // consulted first, and that a's bridge is policed as asked. A Setup of the
 // same owner replaces what it set up before; repeating it writes nothing.
 func Setup(ns *netns.NS, a Attachment) error {
-	what := "adding firewall rules for " + describe(a)
-	want, err := wanted(a)
+	p, err := Plan(a)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	admin := adminChain(a.AdminChain)
-	if ReservedChain(admin.Name) {
-		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+		return err
 	}
 	c, err := nft.Open(ns)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", p.What, err)
 	}
 	defer c.Close()
+	if err := c.Apply(p); err != nil {
+		return fmt.Errorf("%s: %w", p.What, err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
+func Plan(a Attachment) (nft.Plan, error) {
+	what := "adding firewall rules for " + describe(a)
+	want, err := wanted(a)
+	if err != nil {
+		return nft.Plan{}, fmt.Errorf("%s: %w", what, err)
+	}
+	admin := adminChain(a.AdminChain)
+	if ReservedChain(admin.Name) {
+		return nft.Plan{}, fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+	}
 	tag := a.Owner.Tag()
-	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
-		// fast: the owner has no marker, so no claims (bookkeeping.go).
-		fast := false
+	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+		// fast: the owner has no marker, so no claims; same: its marker
+		// records exactly this Setup, so its claims are these
+		// (bookkeeping.go).
+		fast, same := false, false
 		if !slowOnly {
 			ok, marks, err := counted(tx, a.Owner)
 			if err != nil {
 				return err
 			}
 			fast = ok && len(marks) == 0
-			*lookups = fast
+			if rec, has := nft.MarkerRecord(a.Owner, marks); ok && has && len(marks) == 1 && rec == record(a) {
+				same = true
+			}
+			*lookups = *lookups || fast || same
 		}
 		b := tx.Batch()
 		b.AddTable(table)
@@ -338,11 +355,17 @@ func Setup(ns *netns.NS, a Attachment) error {
 		// other owners' chains either: they are written and removed in
 		// the same batches as its claims.
 		owned := false
-		if fast {
+		switch {
+		case fast:
 			if err := setupFast(tx, a, want); err != nil {
 				return err
 			}
-		} else {
+		case same:
+			if err := setupSame(tx, want); err != nil {
+				return err
+			}
+			owned, changed[owners4], changed[owners6] = true, false, false
+		default:
 			left := map[*nftables.Set][]nft.Element{}
 			for _, cs := range claimSets {
 				ch, had, l, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
@@ -393,11 +416,8 @@ func Setup(ns *netns.NS, a Attachment) error {
 			}
 		}
 		return nil
-	}, fellBack)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	return nft.Plan{What: what, Run: run, Retry: fellBack}, nil
 }
 
 // protects reports whether a's accepts go into iptables-nft's FORWARD

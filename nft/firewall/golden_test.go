@@ -303,10 +303,24 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 }
 
 // Repeating a Setup re-asserts the static objects (no-ops for the kernel)
-// and writes no rule and no element, in our table or the foreign chain.
+// and writes no rule and no element, in our table or the foreign chain;
+// its marker recording the same Setup, it reads no claim set whole (a
+// reload of every attachment would cost in proportion to their number
+// squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
 	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
+	for _, r := range f.Reads {
+		if strings.HasPrefix(r, "dump ") {
+			t.Errorf("repeated Setup read %s", r)
+		}
+	}
+	moved := sampleAttachment
+	moved.Addrs = moved.Addrs[:1]
+	f = run(t, existing(), func() error { return Setup(nil, moved) })
+	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
+		t.Errorf("a Setup with other addresses did not read the claims: %v", f.Reads)
+	}
 }
 
 // With iptables-nft FORWARD chains, a new attachment's rules go to their

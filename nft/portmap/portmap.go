@@ -652,21 +652,48 @@ func (p *planned) families() []*family {
 // but a conflict or route_localnet fails on a lookup path, Setup runs once
 // more on the slow path, the reference semantics.
 func Setup(ns *netns.NS, s Spec) error {
-	p, err := plan(s)
+	pl, err := Plan(ns, s)
 	if err != nil {
-		return fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
+		return err
 	}
 	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	err = c.Apply(pl)
+	var ce *ConflictError
+	var le *localnetError
+	switch {
+	case errors.As(err, &ce):
+		return err // our decision, nothing for the kernel to explain
+	case errors.As(err, &le):
+		// Committed, but localhost clients cannot use it: a failed Setup
+		// leaves nothing, its accepts in other owners' chains included.
+		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
+			return errors.Join(le, rerr)
+		}
+		return le
+	case err != nil:
+		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan); ns
+// is the namespace of that transaction, whose route_localnet sysctls the
+// plan reads and, once the batch is committed, sets (nft.Tx.AfterCommit).
+// Unlike Setup, a failure to set route_localnet leaves what was committed
+// in place: the caller decides.
+func Plan(ns *netns.NS, s Spec) (nft.Plan, error) {
+	p, err := plan(s)
+	if err != nil {
+		return nft.Plan{}, fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
+	}
 	active := p.families()
 	marker := []nft.Element{nft.MarkerWith(s.Owner, record(s))}
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
-	var ce *ConflictError
-	var le *localnetError
-	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
 		b := tx.Batch()
 		// changed: the owner's elements or rules change, and so
 		// its foreign rules are rewritten.
@@ -813,21 +840,19 @@ func Setup(ns *netns.NS, s Spec) error {
 			}
 		}
 		return nil
-	}, func(err error) bool { return !errors.As(err, &ce) && !errors.As(err, &le) })
-	switch {
-	case errors.As(err, &ce):
-		return err // our decision, nothing for the kernel to explain
-	case errors.As(err, &le):
-		// Committed, but localhost clients cannot use it: a failed Setup
-		// leaves nothing, its accepts in other owners' chains included.
-		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
-			return errors.Join(le, rerr)
-		}
-		return le
-	case err != nil:
-		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", c.Explain(err, nft.ConcatRanges))
 	}
-	return nil
+	return nft.Plan{
+		What:  "port mappings of container " + s.Owner.ContainerID,
+		Run:   run,
+		Needs: []nft.Feature{nft.ConcatRanges},
+		// A conflict is our decision; route_localnet failed after the
+		// commit.
+		Retry: func(err error) bool {
+			var ce *ConflictError
+			var le *localnetError
+			return !errors.As(err, &ce) && !errors.As(err, &le)
+		},
+	}, nil
 }
 
 // ensureStatic adds the family's table, chains, sets and static rules to

@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/firewalld"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/reference"
@@ -232,26 +233,38 @@ func prevResult(c *NetConf) (*cni.Result, error) {
 	return prev, nil
 }
 
+// begin is what ADD, CHECK and a reload (Reapply) do first: the config,
+// prevResult, the attachment's state as the native backend has it, and
+// the firewalld connection when the backend is firewalld (nil: native),
+// which the caller closes.
+func begin(ctx context.Context, a *cni.CmdArgs) (*NetConf, *cni.Result, firewall.Attachment, *firewalld.Conn, error) {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	prev, err := prevResult(conf)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	if err := checkBackend(conf, a); err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	at, err := attachment(conf, a, prev)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	return conf, prev, at, fwd, nil
+}
+
 // cmdAdd installs the attachment's state and passes prevResult through
 // unchanged. Natively it is one nftables batch: a failed ADD changed
 // nothing; under firewalld a failed ADD takes back what it added.
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
-	conf, err := loadConf(a.StdinData)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := prevResult(conf)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBackend(conf, a); err != nil {
-		return nil, err
-	}
-	at, err := attachment(conf, a, prev)
-	if err != nil {
-		return nil, err
-	}
-	fwd, err := firewalldBackend(ctx, conf)
+	conf, prev, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return nil, err
 	}
@@ -319,22 +332,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 // with the reference plugin's accepts in CNI-FORWARD (made before nftcni
 // replaced it) is checked against those instead.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := loadConf(a.StdinData)
-	if err != nil {
-		return err
-	}
-	prev, err := prevResult(conf)
-	if err != nil {
-		return err
-	}
-	if err := checkBackend(conf, a); err != nil {
-		return err
-	}
-	at, err := attachment(conf, a, prev)
-	if err != nil {
-		return err
-	}
-	fwd, err := firewalldBackend(ctx, conf)
+	conf, prev, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return err
 	}
