@@ -41,7 +41,7 @@ var Plugin = &cni.Plugin{
 	GC:           cmdGC,
 	Status:       cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
-		_, err := parseConfig(stdin)
+		_, err := loadConf(stdin)
 		return err
 	},
 }
@@ -88,7 +88,7 @@ const aliasPrefix = "nftcni bandwidth "
 var errNotChained = errors.New("must be called as chained plugin")
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
-	conf, err := parseConfig(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func redirectsToOurs(hh *netlinkx.Handle, q *qdisc.Handle, ifindex int, ifbs []s
 // to the IFB. Without limits there is nothing to check (the reference
 // still insists on a veth).
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConfig(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
