@@ -31,7 +31,7 @@ var Plugin = &cni.Plugin{
 	Del:    cmdDel,
 	Check:  cmdCheck,
 	GC:     cmdGC,
-	Status: func(context.Context, *cni.CmdArgs) error { return nil },
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		var v struct {
 			CNIVersion string `json:"cniVersion"`
