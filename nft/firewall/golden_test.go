@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
@@ -39,22 +40,18 @@ func noIptables(t *testing.T) {
 	t.Cleanup(func() { foreign.IptablesReachable = saved })
 }
 
-// use points the package at a fake nf_tables starting from st.
-func use(t *testing.T, st nfttest.State) *nfttest.Fake {
+// use makes a fake nf_tables starting from st, and the namespace handle
+// that dials it.
+func use(t *testing.T, st nfttest.State) (*nfttest.Fake, *netns.NS) {
 	t.Helper()
 	f := &nfttest.Fake{State: st}
-	nfttest.Use(t, f)
-	return f
+	return f, f.NS(t)
 }
 
 // run runs op, which must succeed, against a fake starting from st.
-func run(t *testing.T, st nfttest.State, op func() error) *nfttest.Fake {
+func run(t *testing.T, st nfttest.State, op func(ns *netns.NS) error) *nfttest.Fake {
 	t.Helper()
-	f := use(t, st)
-	if err := op(); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return nfttest.Run(t, st, op)
 }
 
 // staticNotes are the nft commands equivalent to a Setup's static part.
@@ -214,7 +211,7 @@ func createNotes(fam string) []string {
 // (and their tables) as iptables-nft would, so that a DROP policy set
 // later (Docker starting after the container) keeps the rules.
 func TestGoldenSetupFresh(t *testing.T) {
-	f := run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(),
 		createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
@@ -247,7 +244,7 @@ func freshNotes() []string {
 func TestGoldenSetupNoIptables(t *testing.T) {
 	noIptables(t)
 	st := nfttest.State{Gen: 7, Tables: map[string]bool{"inet filter": true}, Chains: map[string][]string{"inet filter forward": nil}}
-	f := run(t, st, func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_no_iptables", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes()))
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
@@ -260,7 +257,7 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 // does.
 func TestGoldenSetupIptablesTableOnly(t *testing.T) {
 	noIptables(t)
-	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
@@ -269,7 +266,7 @@ func TestGoldenSetupIptablesTableOnly(t *testing.T) {
 func TestGoldenSetupNever(t *testing.T) {
 	a := sampleAttachment
 	a.Iptables = foreign.UseNever
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	nfttest.Golden(t, "setup_never", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
@@ -288,7 +285,7 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 		"ip6 filter input": {"a native rule"},
 	}}
 	a := Attachment{Owner: sample, Addrs: sampleAttachment.Addrs}
-	f := run(t, st, func() error { return Setup(nil, a) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	tag, i := sample.Tag(), id(sample)
 	nfttest.Golden(t, "setup_filter_input", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, []string{
 		adminJumpNote,
@@ -308,7 +305,7 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 // reload of every attachment would cost in proportion to their number
 // squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 	for _, r := range f.Reads {
 		if strings.HasPrefix(r, "dump ") {
@@ -317,7 +314,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 	}
 	moved := sampleAttachment
 	moved.Addrs = moved.Addrs[:1]
-	f = run(t, existing(), func() error { return Setup(nil, moved) })
+	f = run(t, existing(), func(ns *netns.NS) error { return Setup(ns, moved) })
 	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
 		t.Errorf("a Setup with other addresses did not read the claims: %v", f.Reads)
 	}
@@ -328,7 +325,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 func TestGoldenSetupForeign(t *testing.T) {
 	st := existing()
 	a := Attachment{Owner: ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
-	f := run(t, st, func() error { return Setup(nil, a) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
 	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft create element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
@@ -358,7 +355,7 @@ func TestGoldenSetupForeign(t *testing.T) {
 func TestGoldenSetupAcceptChain(t *testing.T) {
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "filter"}, Name: "forward"}}
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_accept_chain", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft insert rule inet filter forward ip saddr 10.1.0.5 accept comment "` + tag + `"`,
@@ -372,8 +369,8 @@ func TestGoldenSetupAcceptChain(t *testing.T) {
 func TestSetupAcceptChainMissing(t *testing.T) {
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fw"}, Name: "fwd"}}
-	f := use(t, existing())
-	err := Setup(nil, a)
+	f, ns := use(t, existing())
+	err := Setup(ns, a)
 	if want := "chain ip fw fwd (nftablesAcceptChains) not found"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Setup = %v, want …%s", err, want)
 	}
@@ -389,7 +386,7 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 	a := Attachment{Owner: ownerid.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
 	st := existing()
 	delete(st.Chains, "ip filter FORWARD")
-	f := run(t, st, func() error { return Setup(nil, a) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft create element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
 		`nft delete element inet nftcni_firewall counts4 { 10.1.0.7 }`,
@@ -403,7 +400,7 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 // tagged on passes to the other claimant; its foreign rules are replaced.
 func TestGoldenSetupReplace(t *testing.T) {
 	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	s, o, i := sample.Tag(), other.Tag(), id(sample)
 	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -436,7 +433,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 // elements only it claimed; a bridge still used by other keeps its
 // elements, re-tagged.
 func TestGoldenTeardown(t *testing.T) {
-	f := run(t, existing(), func() error { return Teardown(nil, sample, nil) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	o, i := other.Tag(), id(sample)
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -463,7 +460,7 @@ func TestGoldenTeardown(t *testing.T) {
 // GC with nothing valid collects everything of the network: claims, lookup
 // elements, foreign rules — but not the foreign chain's other rules.
 func TestGoldenGC(t *testing.T) {
-	f := run(t, existing(), func() error { return GC(nil, "mynet", nil) })
+	f := run(t, existing(), func(ns *netns.NS) error { return GC(ns, "mynet", nil) })
 	i, j := id(sample), id(other)
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `", 10.1.0.7 . "` + j + `" }`,
@@ -494,7 +491,7 @@ func TestGoldenGCEverywhere(t *testing.T) {
 	st.Chains["inet filter forward"] = []string{sample.Tag(), "an administrator's rule", sample.ComponentTag("portmap")}
 	st.Chains["ip filter FORWARD"] = []string{sample.ComponentTag("portmap"), "docker"}
 	delete(st.Chains, "ip6 filter FORWARD")
-	f := run(t, st, func() error { return GC(nil, "mynet", []ownerid.Owner{other}) })
+	f := run(t, st, func(ns *netns.NS) error { return GC(ns, "mynet", []ownerid.Owner{other}) })
 	i := id(sample)
 	nfttest.Golden(t, "gc_everywhere", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -526,7 +523,7 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 		Chains:   map[string][]string{"ip filter FORWARD": {s, s}, "ip6 filter FORWARD": {s, s}},
 		Policies: map[string]uint32{"ip filter FORWARD": accept, "ip6 filter FORWARD": accept},
 	}
-	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	nfttest.Golden(t, "teardown_prune", f.Only(t), []string{
 		`nft delete rule ip filter FORWARD handle 2`,
 		`nft delete rule ip filter FORWARD handle 3`,
@@ -543,7 +540,7 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 		st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip filter": true},
 			Chains: map[string][]string{"ip filter FORWARD": {s, s}}, Policies: map[string]uint32{"ip filter FORWARD": accept}}
 		edit(&st)
-		f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+		f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 		for _, m := range f.Only(t) {
 			if int(m.Header.Type)&0xff == unix.NFT_MSG_DELTABLE {
 				t.Errorf("%s: the table was deleted", name)
@@ -557,14 +554,14 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	absent := sample
 	absent.ContainerID = "absent"
 	for name, st := range map[string]nfttest.State{"no table": {Gen: 3}, "not present": existing()} {
-		f := use(t, st)
-		if err := Teardown(nil, absent, nil); err != nil {
+		f, ns := use(t, st)
+		if err := Teardown(ns, absent, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := GC(nil, "othernet", nil); err != nil {
+		if err := GC(ns, "othernet", nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := GC(nil, "mynet", []ownerid.Owner{sample, other}); err != nil {
+		if err := GC(ns, "mynet", []ownerid.Owner{sample, other}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(f.Batches) != 0 {
@@ -578,7 +575,7 @@ func TestTeardownForeignWithoutTable(t *testing.T) {
 	st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip6 filter": true}, Chains: map[string][]string{
 		"ip6 filter FORWARD": {"x", sample.Tag(), sample.Tag()},
 	}}
-	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	nfttest.Golden(t, "teardown_foreign", f.Only(t), []string{
 		`nft delete rule ip6 filter FORWARD handle 3`,
 		`nft delete rule ip6 filter FORWARD handle 4`,
@@ -627,8 +624,8 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := existing()
 			tt.edit(&st)
-			f := use(t, st)
-			err := Check(nil, tt.a)
+			f, ns := use(t, st)
+			err := Check(ns, tt.a)
 			if got := errText(err); got != tt.want {
 				t.Errorf("Check = %q, want %q", got, tt.want)
 			}
@@ -663,10 +660,10 @@ func TestCheckIptablesUse(t *testing.T) {
 			}
 			st := existing()
 			tt.edit(&st)
-			use(t, st)
+			_, ns := use(t, st)
 			a := sampleAttachment
 			a.Iptables = tt.use
-			if got := errText(Check(nil, a)); got != tt.want {
+			if got := errText(Check(ns, a)); got != tt.want {
 				t.Errorf("Check = %q, want %q", got, tt.want)
 			}
 		})
@@ -708,8 +705,8 @@ func TestSetupRejects(t *testing.T) {
 		{Attachment{Owner: sample, AdminChain: "forward"}, `admin chain name "forward" is one of the firewall's own chains`},
 		{Attachment{Owner: sample, AdminChain: "admin-jumps"}, `admin chain name "admin-jumps" is one of the firewall's own chains`},
 	} {
-		f := use(t, nfttest.State{})
-		err := Setup(nil, tt.a)
+		f, ns := use(t, nfttest.State{})
+		err := Setup(ns, tt.a)
 		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("Setup(%+v) = %v, want …%s", tt.a, err, tt.want)
 		}
@@ -722,9 +719,9 @@ func TestSetupRejects(t *testing.T) {
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
-	f := use(t, nfttest.State{Gen: 7})
+	f, ns := use(t, nfttest.State{Gen: 7})
 	f.Interfere = 1
-	if err := Setup(nil, sampleAttachment); err != nil {
+	if err := Setup(ns, sampleAttachment); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Batches) != 2 || f.State.Gen != 9 {
@@ -735,7 +732,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 // A table of an earlier version (claims, no markers, no counts): the first
 // Setup, the old way, writes the markers and counts of every owner.
 func TestGoldenSetupMigrates(t *testing.T) {
-	f := run(t, existingV1(), func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, existingV1(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	s, o := nft.MarkerWith(sample, sampleRecord), nft.MarkerWith(other, otherRecord)
 	nfttest.Golden(t, "setup_migrates", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1, 10.1.0.7 : 1 }`,
@@ -753,7 +750,7 @@ func TestGoldenSetupMigrates(t *testing.T) {
 // elements, must hand them to other and so runs the old way
 // (TestGoldenTeardown).
 func TestGoldenTeardownFast(t *testing.T) {
-	f := run(t, existing(), func() error { return Teardown(nil, other, nil) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, other, nil) })
 	j := id(other)
 	nfttest.Golden(t, "teardown_fast", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.7 . "` + j + `" }`,
@@ -771,7 +768,7 @@ func TestGoldenTeardownFast(t *testing.T) {
 			t.Errorf("read %s", r)
 		}
 	}
-	f = run(t, existing(), func() error { return Teardown(nil, sample, nil) })
+	f = run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
 		t.Errorf("sample's Teardown did not fall back to reading the claims: %v", f.Reads)
 	}

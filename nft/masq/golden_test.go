@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
@@ -96,8 +97,8 @@ func existing() nfttest.State {
 
 func TestGoldenSetupFresh(t *testing.T) {
 	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error {
-		return Setup(nil, sample, addrs)
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error {
+		return Setup(ns, sample, addrs)
 	})
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes,
@@ -117,8 +118,8 @@ func TestGoldenSetupFresh(t *testing.T) {
 // and writes no rule and no element; the record in the marker makes it
 // look up the owner's elements instead of reading whole sets.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
 	if d := f.Dumps(); len(d) != 0 {
@@ -131,8 +132,8 @@ func TestGoldenSetupAgain(t *testing.T) {
 func TestSetupAgainWithoutRecord(t *testing.T) {
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	if d := f.Dumps(); len(d) != len(sets) {
 		t.Errorf("dumps %q, want one per set (slow path)", d)
@@ -148,8 +149,8 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 // path) reads only the wanted keys, one lookup each, and adds its
 // elements and marker.
 func TestGoldenSetupNewOwner(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
 	})
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -169,8 +170,8 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // The fast path finds another owner's element for the same address by
 // looking its key up, and takes it over.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
 	})
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -195,8 +196,8 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 	} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(errno)}
-			nfttest.Use(t, f)
-			if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
+			ns := f.NS(t)
+			if err := Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
 				t.Fatal(err)
 			}
 			if len(f.Batches) != 2 {
@@ -218,8 +219,8 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 	st := existing()
 	delete(st.Sets, "inet nftcni_masq owners") // an older nftcni's table
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	for _, m := range f.Only(t) {
 		if int(m.Header.Type)&0xff == unix.NFT_MSG_DELSETELEM {
@@ -237,8 +238,8 @@ func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 func TestGoldenSetupRestoresPolicy(t *testing.T) {
 	st := existing()
 	st.Policies = map[string]uint32{"inet nftcni_masq postrouting": uint32(nftables.ChainPolicyDrop)}
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_policy", f.Only(t), setupNotes)
 }
@@ -247,8 +248,8 @@ func TestGoldenSetupRestoresPolicy(t *testing.T) {
 // (looked up from the record of the previous one), and leaves the other
 // owner's alone.
 func TestGoldenSetupReplace(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -267,8 +268,8 @@ func TestGoldenSetupReplace(t *testing.T) {
 // Teardown looks up the elements its marker's record gives and deletes
 // them with the marker: no set is read whole.
 func TestGoldenTeardown(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Teardown(nil, sample)
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Teardown(ns, sample)
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.5 }`,
@@ -289,8 +290,8 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 	st.Sets["inet nftcni_masq exempt4"] = []nfttest.Elem{
 		{Key: []byte{10, 1, 0, 0, 10, 1, 0, 5}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, st, func() error {
-		return Teardown(nil, sample)
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Teardown(ns, sample)
 	})
 	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.5 }`,
@@ -303,8 +304,8 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return GC(nil, "mynet", []ownerid.Owner{sample})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return GC(ns, "mynet", []ownerid.Owner{sample})
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.7 }`,
@@ -318,16 +319,16 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 	owner := sample
 	owner.ContainerID = "absent"
 	nfttest.SendsNothing(t, existing(),
-		func() error { return Teardown(nil, owner) },
-		func() error { return GC(nil, "othernet", nil) })
+		func(ns *netns.NS) error { return Teardown(ns, owner) },
+		func(ns *netns.NS) error { return GC(ns, "othernet", nil) })
 }
 
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
-	nfttest.Use(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
+	ns := f.NS(t)
+	if err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Batches) != 2 {
@@ -340,8 +341,8 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 
 func TestSetupGivesUp(t *testing.T) {
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
-	nfttest.Use(t, f)
-	err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	ns := f.NS(t)
+	err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	if err == nil {
 		t.Fatal("Setup succeeded against a ruleset that always changes")
 	}
@@ -350,8 +351,8 @@ func TestSetupGivesUp(t *testing.T) {
 
 func TestSetupRejectsBadAddress(t *testing.T) {
 	f := &nfttest.Fake{}
-	nfttest.Use(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{{}}); err == nil {
+	ns := f.NS(t)
+	if err := Setup(ns, sample, []netip.Prefix{{}}); err == nil {
 		t.Fatal("invalid prefix accepted")
 	}
 	if len(f.Batches) != 0 {
