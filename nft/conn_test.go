@@ -13,6 +13,7 @@ import (
 )
 
 func TestCommentNeverPanics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ud   []byte
 		want string

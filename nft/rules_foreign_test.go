@@ -14,6 +14,7 @@ var foreignTable = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filt
 
 // Only owner-tagged rules go into a chain that is not ours.
 func TestInsertForeignRuleNeedsOwnerTag(t *testing.T) {
+	t.Parallel()
 	ch := &nftables.Chain{Table: foreignTable, Name: "FORWARD"}
 	for _, tag := range []string{"", "a rule", "0123:4567 x"} {
 		b := newBatch()

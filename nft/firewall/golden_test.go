@@ -211,6 +211,7 @@ func createNotes(fam string) []string {
 // (and their tables) as iptables-nft would, so that a DROP policy set
 // later (Docker starting after the container) keeps the rules.
 func TestGoldenSetupFresh(t *testing.T) {
+	t.Parallel()
 	f := run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(),
@@ -264,6 +265,7 @@ func TestGoldenSetupIptablesTableOnly(t *testing.T) {
 // iptablesForwardAccepts "never": an owner's repeated Setup removes its
 // accepts from iptables-nft's FORWARD chains, and nothing else there.
 func TestGoldenSetupNever(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.Iptables = foreign.UseNever
 	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
@@ -280,6 +282,7 @@ func TestGoldenSetupNever(t *testing.T) {
 // filter without iptables-nft's chains is someone's native one and is left
 // alone.
 func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
+	t.Parallel()
 	st := nfttest.State{Gen: 7, Tables: map[string]bool{"ip filter": true, "ip6 filter": true}, Chains: map[string][]string{
 		"ip filter INPUT":  {"a rule of iptables"},
 		"ip6 filter input": {"a native rule"},
@@ -305,6 +308,7 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 // reload of every attachment would cost in proportion to their number
 // squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
+	t.Parallel()
 	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 	for _, r := range f.Reads {
@@ -323,6 +327,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // With iptables-nft FORWARD chains, a new attachment's rules go to their
 // heads.
 func TestGoldenSetupForeign(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	a := Attachment{Owner: ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
 	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
@@ -353,6 +358,7 @@ func TestGoldenSetupForeign(t *testing.T) {
 // nftablesAcceptChains: the administrator's chain gets native accepts at
 // its head, for both families in an inet table.
 func TestGoldenSetupAcceptChain(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "filter"}, Name: "forward"}}
 	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
@@ -367,6 +373,7 @@ func TestGoldenSetupAcceptChain(t *testing.T) {
 
 // A named chain that does not exist fails Setup, which sends nothing.
 func TestSetupAcceptChainMissing(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fw"}, Name: "fwd"}}
 	f, ns := use(t, existing())
@@ -383,6 +390,7 @@ func TestSetupAcceptChainMissing(t *testing.T) {
 // only: the lookup element stays as it is. (Its table filter has no
 // iptables-nft chain: no rules there.)
 func TestGoldenSetupSharedAddress(t *testing.T) {
+	t.Parallel()
 	a := Attachment{Owner: ownerid.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
 	st := existing()
 	delete(st.Chains, "ip filter FORWARD")
@@ -399,6 +407,7 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 // with the lookup elements no one else claims; the bridge element it was
 // tagged on passes to the other claimant; its foreign rules are replaced.
 func TestGoldenSetupReplace(t *testing.T) {
+	t.Parallel()
 	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
 	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	s, o, i := sample.Tag(), other.Tag(), id(sample)
@@ -433,6 +442,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 // elements only it claimed; a bridge still used by other keeps its
 // elements, re-tagged.
 func TestGoldenTeardown(t *testing.T) {
+	t.Parallel()
 	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	o, i := other.Tag(), id(sample)
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
@@ -460,6 +470,7 @@ func TestGoldenTeardown(t *testing.T) {
 // GC with nothing valid collects everything of the network: claims, lookup
 // elements, foreign rules — but not the foreign chain's other rules.
 func TestGoldenGC(t *testing.T) {
+	t.Parallel()
 	f := run(t, existing(), func(ns *netns.NS) error { return GC(ns, "mynet", nil) })
 	i, j := id(sample), id(other)
 	nfttest.Golden(t, "gc", f.Only(t), []string{
@@ -487,6 +498,7 @@ func TestGoldenGC(t *testing.T) {
 // configuration names any more, say — and never portmap's rules of the
 // same attachment.
 func TestGoldenGCEverywhere(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Chains["inet filter forward"] = []string{sample.Tag(), "an administrator's rule", sample.ComponentTag("portmap")}
 	st.Chains["ip filter FORWARD"] = []string{sample.ComponentTag("portmap"), "docker"}
@@ -516,6 +528,7 @@ func TestGoldenGCEverywhere(t *testing.T) {
 // what Setup created — go with the table; a table with anything of
 // anyone's besides (a chain, a DROP policy) stays.
 func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
+	t.Parallel()
 	accept, drop := uint32(nftables.ChainPolicyAccept), uint32(nftables.ChainPolicyDrop)
 	s := sample.Tag()
 	st := nfttest.State{Gen: 5,
@@ -551,6 +564,7 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 
 // Nothing to remove: no batch at all, and no table is created.
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	absent := sample
 	absent.ContainerID = "absent"
 	for name, st := range map[string]nfttest.State{"no table": {Gen: 3}, "not present": existing()} {
@@ -572,6 +586,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 
 // Foreign rules are found by tag even when our table is gone.
 func TestTeardownForeignWithoutTable(t *testing.T) {
+	t.Parallel()
 	st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip6 filter": true}, Chains: map[string][]string{
 		"ip6 filter FORWARD": {"x", sample.Tag(), sample.Tag()},
 	}}
@@ -583,6 +598,7 @@ func TestTeardownForeignWithoutTable(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		edit func(*nfttest.State)
@@ -695,6 +711,7 @@ func errText(err error) string {
 }
 
 func TestSetupRejects(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		a    Attachment
 		want string
@@ -719,6 +736,7 @@ func TestSetupRejects(t *testing.T) {
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
+	t.Parallel()
 	f, ns := use(t, nfttest.State{Gen: 7})
 	f.Interfere = 1
 	if err := Setup(ns, sampleAttachment); err != nil {
@@ -732,6 +750,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 // A table of an earlier version (claims, no markers, no counts): the first
 // Setup, the old way, writes the markers and counts of every owner.
 func TestGoldenSetupMigrates(t *testing.T) {
+	t.Parallel()
 	f := run(t, existingV1(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	s, o := nft.MarkerWith(sample, sampleRecord), nft.MarkerWith(other, otherRecord)
 	nfttest.Golden(t, "setup_migrates", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
@@ -750,6 +769,7 @@ func TestGoldenSetupMigrates(t *testing.T) {
 // elements, must hand them to other and so runs the old way
 // (TestGoldenTeardown).
 func TestGoldenTeardownFast(t *testing.T) {
+	t.Parallel()
 	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, other, nil) })
 	j := id(other)
 	nfttest.Golden(t, "teardown_fast", f.Only(t), []string{

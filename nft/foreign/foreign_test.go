@@ -17,6 +17,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in, want, err string
 	}{
@@ -69,6 +70,7 @@ func (s stub) IptablesInUse() (bool, error) { return s.inUse, nil }
 
 // When a missing iptables-nft FORWARD chain is created.
 func TestCreatable(t *testing.T) {
+	t.Parallel()
 	unsupported := &nlerr.UnsupportedError{What: "nftables: " + nft.XTConntrackMatch.String(), Linux: "3.13"}
 	for _, tt := range []struct {
 		name             string
@@ -93,6 +95,7 @@ func TestCreatable(t *testing.T) {
 // The firewall's rules carry the plain tag, portmap's the component tag;
 // neither Mark claims the other's rules.
 func TestMark(t *testing.T) {
+	t.Parallel()
 	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	fw, pm := Mark{Owner: o}, Mark{Owner: o, Component: "portmap"}
 	if !fw.Has(fw.comment()) || fw.Has(pm.comment()) || !pm.Has(pm.comment()) || pm.Has(fw.comment()) {
@@ -155,6 +158,7 @@ func TestUse(t *testing.T) {
 // An iptables program is found by name in $PATH's directories, as an
 // executable file; a directory or a file without an x bit is none.
 func TestIptablesPrograms(t *testing.T) {
+	t.Parallel()
 	a, b := t.TempDir(), t.TempDir()
 	for _, f := range []struct {
 		path string

@@ -67,6 +67,7 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, nfttest.State{Gen: 1}, func(ns *netns.NS) error {
 		return Setup(ns, sample, "veth1", sampleMAC)
 	})
@@ -81,6 +82,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 // Repeating a Setup writes no element, and reads no whole set: the
 // record in the marker gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, sample, "veth1", sampleMAC)
 	})
@@ -93,6 +95,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // A first Setup of an owner on an existing table takes the fast path:
 // lookups of its keys only.
 func TestGoldenSetupNewOwner(t *testing.T) {
+	t.Parallel()
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 9}
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, nfttest.Third, "veth9", mac)
@@ -113,6 +116,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // owner's (veth2 . old MAC): finding the port taken sends Setup to the
 // slow path, which sees and deletes both.
 func TestGoldenSetupTakeOver(t *testing.T) {
+	t.Parallel()
 	newcomer := ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
@@ -135,6 +139,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 }
 
 func TestGoldenTeardown(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Teardown(ns, sample)
 	})
@@ -149,6 +154,7 @@ func TestGoldenTeardown(t *testing.T) {
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	owner := sample
 	owner.IfName = "eth9"
 	nfttest.SendsNothing(t, existing(),
@@ -157,6 +163,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 }
 
 func TestSetupRejects(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{}
 	ns := f.NS(t)
 	for _, tc := range []struct {

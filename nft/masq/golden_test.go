@@ -96,6 +96,7 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
+	t.Parallel()
 	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
 	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error {
 		return Setup(ns, sample, addrs)
@@ -118,6 +119,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 // and writes no rule and no element; the record in the marker makes it
 // look up the owner's elements instead of reading whole sets.
 func TestGoldenSetupAgain(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
@@ -130,6 +132,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // A marker without a record (written before records existed) makes a
 // repeated Setup read whole sets.
 func TestSetupAgainWithoutRecord(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	f := nfttest.Run(t, st, func(ns *netns.NS) error {
@@ -149,6 +152,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 // path) reads only the wanted keys, one lookup each, and adds its
 // elements and marker.
 func TestGoldenSetupNewOwner(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
 	})
@@ -170,6 +174,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // The fast path finds another owner's element for the same address by
 // looking its key up, and takes it over.
 func TestGoldenSetupTakeOver(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
 	})
@@ -190,6 +195,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 // lookup did not see), Setup runs once more on the slow path, and that is
 // what counts.
 func TestSetupFallsBackToSlowPath(t *testing.T) {
+	t.Parallel()
 	for _, errno := range []unix.Errno{
 		unix.ENOTEMPTY, // what an interval set answers for an overlap the lookup did not report
 		unix.EEXIST,    // a created element whose key the lookup missed
@@ -217,6 +223,7 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 // an owner that has elements but no marker takes the fast path and does
 // not see its elements with other keys (its DEL and GC still remove them).
 func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	delete(st.Sets, "inet nftcni_masq owners") // an older nftcni's table
 	f := nfttest.Run(t, st, func(ns *netns.NS) error {
@@ -236,6 +243,7 @@ func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 // again, which restores ours; one that is as we want it is not (see
 // nft.Tx.EnsureChain for why that matters).
 func TestGoldenSetupRestoresPolicy(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Policies = map[string]uint32{"inet nftcni_masq postrouting": uint32(nftables.ChainPolicyDrop)}
 	f := nfttest.Run(t, st, func(ns *netns.NS) error {
@@ -248,6 +256,7 @@ func TestGoldenSetupRestoresPolicy(t *testing.T) {
 // (looked up from the record of the previous one), and leaves the other
 // owner's alone.
 func TestGoldenSetupReplace(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
@@ -268,6 +277,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 // Teardown looks up the elements its marker's record gives and deletes
 // them with the marker: no set is read whole.
 func TestGoldenTeardown(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return Teardown(ns, sample)
 	})
@@ -284,6 +294,7 @@ func TestGoldenTeardown(t *testing.T) {
 // A marker without a record: Teardown reads whole sets, those of layout
 // v1 too, and removes the owner's elements from all of them.
 func TestGoldenTeardownWithoutRecord(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	st.Sets["inet nftcni_masq masq4"] = []nfttest.Elem{{Key: []byte{10, 1, 0, 5}, Comment: sample.Tag()}}
@@ -304,6 +315,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
+	t.Parallel()
 	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
 		return GC(ns, "mynet", []ownerid.Owner{sample})
 	})
@@ -316,6 +328,7 @@ func TestGoldenGC(t *testing.T) {
 
 // Nothing to remove: no batch at all, and no table is created.
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	owner := sample
 	owner.ContainerID = "absent"
 	nfttest.SendsNothing(t, existing(),
@@ -326,6 +339,7 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
 	ns := f.NS(t)
 	if err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
@@ -340,6 +354,7 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 }
 
 func TestSetupGivesUp(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
 	ns := f.NS(t)
 	err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
@@ -350,6 +365,7 @@ func TestSetupGivesUp(t *testing.T) {
 }
 
 func TestSetupRejectsBadAddress(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{}
 	ns := f.NS(t)
 	if err := Setup(ns, sample, []netip.Prefix{{}}); err == nil {
@@ -361,6 +377,7 @@ func TestSetupRejectsBadAddress(t *testing.T) {
 }
 
 func TestElements(t *testing.T) {
+	t.Parallel()
 	want, err := elements(sample, []netip.Prefix{
 		netip.MustParsePrefix("10.1.2.3/16"),
 		netip.MustParsePrefix("::ffff:192.168.7.9/120"), // IPv4-mapped: an IPv4 /24

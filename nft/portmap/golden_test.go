@@ -488,6 +488,7 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 
 // Another owner asking for a held port fails and sends nothing.
 func TestConflictSendsNothing(t *testing.T) {
+	t.Parallel()
 	s := web
 	s.Owner = ownerid.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
 	s.Mappings = []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("10.88.0.9:53")}}
@@ -617,6 +618,7 @@ func TestTeardownRestoreFails(t *testing.T) {
 
 // The record round-trips through specOf.
 func TestRecord(t *testing.T) {
+	t.Parallel()
 	s := Spec{Owner: sample, Mappings: []Mapping{
 		{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")},
 		{HostIP: netip.MustParseAddr("fd00::1"), HostPort: 53, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("[fd00:88::5]:5353")},
@@ -653,6 +655,7 @@ func TestRecord(t *testing.T) {
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	absent := sample
 	absent.ContainerID = "absent"
 	// An owner without a marker has no accepts in iptables-nft's chains:
