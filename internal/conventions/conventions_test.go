@@ -11,7 +11,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,15 +18,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftcni/nftcni/vmtest"
+	"github.com/nftcni/nftcni/internal/srctree"
 )
-
-// root is the module's source tree.
-const root = "../.."
-
-// notProduct are the trees of tests, tools and examples (as in
-// internal/layers): the rules here are about the product.
-var notProduct = []string{"internal", "nft/internal/nfttest", "vmtest", "bench", "conformance", "demo", "differential", "examples", "reliability", "contrib", "scripts", "docs"}
 
 // decoder names the function in a plugin's config.go that decodes its
 // stdin where it is not loadConf: the dhcp plugin hands its config to the
@@ -38,85 +30,36 @@ var decoder = map[string]string{"ipam/dhcp": "socketPath"}
 // not in its own fuzz_test.go: dhcp's is the daemon's.
 var fuzzedElsewhere = map[string]string{"ipam/dhcp": "ipam/dhcp/daemon/fuzz_test.go"}
 
-func sourceTree(t *testing.T) {
+// goFiles parses the module's non-test Go files below root, the
+// product's only or every tree's.
+func goFiles(t *testing.T, root string, productOnly bool) []srctree.File {
 	t.Helper()
-	if vmtest.InGuest() {
-		t.Skip("reads the source tree, which the guest does not have; runs on the host")
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no source tree at %s: %v", root, err)
-	}
-}
-
-// file is one parsed non-test Go file of the module.
-type file struct {
-	pkg  string // directory relative to root, slash form
-	name string // base name
-	ast  *ast.File
-}
-
-// goFiles parses the module's non-test Go files; product only, or all of
-// them. Another module below root (packaging/) is left out.
-func goFiles(t *testing.T, productOnly bool) []file {
-	t.Helper()
-	var out []file
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || productOnly && slices.Contains(notProduct, rel) {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		out = append(out, file{pkg: filepath.ToSlash(filepath.Dir(rel)), name: d.Name(), ast: f})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return srctree.Files(t, root, productOnly, parser.SkipObjectResolution)
 }
 
 // plugin is a plugin package: one declaring `var Plugin = &cni.Plugin{…}`.
 type plugin struct {
 	pkg    string // "plugins/bridge", "ipam/hostlocal"
 	name   string // its Go package name
-	files  []file
+	files  []srctree.File
 	fields map[string]ast.Expr // of the Plugin literal
 }
 
 // plugins finds every plugin package below plugins/ and ipam/.
-func plugins(t *testing.T) []plugin {
+func plugins(t *testing.T, root string) []plugin {
 	t.Helper()
 	byPkg := map[string]*plugin{}
-	for _, f := range goFiles(t, true) {
-		if !strings.HasPrefix(f.pkg, "plugins/") && !strings.HasPrefix(f.pkg, "ipam/") {
+	for _, f := range goFiles(t, root, true) {
+		if !strings.HasPrefix(f.Pkg, "plugins/") && !strings.HasPrefix(f.Pkg, "ipam/") {
 			continue
 		}
-		p := byPkg[f.pkg]
+		p := byPkg[f.Pkg]
 		if p == nil {
-			p = &plugin{pkg: f.pkg, name: f.ast.Name.Name}
-			byPkg[f.pkg] = p
+			p = &plugin{pkg: f.Pkg, name: f.AST.Name.Name}
+			byPkg[f.Pkg] = p
 		}
 		p.files = append(p.files, f)
-		if lit := pluginLiteral(f.ast); lit != nil {
+		if lit := pluginLiteral(f.AST); lit != nil {
 			p.fields = map[string]ast.Expr{}
 			for _, el := range lit.Elts {
 				if kv, ok := el.(*ast.KeyValueExpr); ok {
@@ -177,9 +120,9 @@ func isSel(e ast.Expr, pkg, name string) bool {
 // funcDecl is the top-level function name of p, or nil.
 func (p plugin) funcDecl(name string) (*ast.FuncDecl, string) {
 	for _, f := range p.files {
-		for _, d := range f.ast.Decls {
+		for _, d := range f.AST.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == name {
-				return fd, f.name
+				return fd, f.Name
 			}
 		}
 	}
@@ -191,9 +134,9 @@ func (p plugin) funcDecl(name string) (*ast.FuncDecl, string) {
 // its file in cmd/nftcni, behind the build tag that leaves it out, whose
 // init registers it.
 func TestPluginFiles(t *testing.T) {
-	sourceTree(t)
+	root := srctree.Root(t)
 	seen := map[string]bool{}
-	for _, p := range plugins(t) {
+	for _, p := range plugins(t, root) {
 		dec := decoder[p.pkg]
 		if dec == "" {
 			dec = "loadConf"
@@ -274,8 +217,8 @@ func isIdent(e ast.Expr, name string) bool {
 // STATUS table (cmd/nftcni's TestGCAndStatusAreDecided) could not tell
 // from a decision.
 func TestHandlers(t *testing.T) {
-	sourceTree(t)
-	for _, p := range plugins(t) {
+	root := srctree.Root(t)
+	for _, p := range plugins(t, root) {
 		for _, h := range []string{"Name", "Add", "Del", "Check", "GC", "Status"} {
 			if p.fields[h] == nil {
 				t.Errorf("%s: Plugin has no %s", p.pkg, h)
@@ -325,25 +268,25 @@ func (p plugin) noop(e ast.Expr) bool {
 // (cni/). The dhcp daemon is a daemon: it reads systemd's socket
 // activation variables.
 func TestPluginsLeaveTheProtocolToCNI(t *testing.T) {
-	sourceTree(t)
+	root := srctree.Root(t)
 	envOK := map[string]bool{"ipam/dhcp/daemon": true}
-	for _, f := range goFiles(t, true) {
-		if !strings.HasPrefix(f.pkg, "plugins/") && !strings.HasPrefix(f.pkg, "ipam/") {
+	for _, f := range goFiles(t, root, true) {
+		if !strings.HasPrefix(f.Pkg, "plugins/") && !strings.HasPrefix(f.Pkg, "ipam/") {
 			continue
 		}
-		ast.Inspect(f.ast, func(n ast.Node) bool {
+		ast.Inspect(f.AST, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
 				switch {
 				case isSel(n, "os", "Stdout"), isSel(n, "os", "Stdin"),
 					isSel(n, "fmt", "Print"), isSel(n, "fmt", "Printf"), isSel(n, "fmt", "Println"):
-					t.Errorf("%s/%s: %s.%s: plugins print nothing themselves (cni/ does)", f.pkg, f.name, n.X, n.Sel.Name)
-				case !envOK[f.pkg] && (isSel(n, "os", "Getenv") || isSel(n, "os", "LookupEnv") || isSel(n, "os", "Environ")):
-					t.Errorf("%s/%s: os.%s: plugins read no environment (cni/ parses CNI_* into cni.CmdArgs)", f.pkg, f.name, n.Sel.Name)
+					t.Errorf("%s/%s: %s.%s: plugins print nothing themselves (cni/ does)", f.Pkg, f.Name, n.X, n.Sel.Name)
+				case !envOK[f.Pkg] && (isSel(n, "os", "Getenv") || isSel(n, "os", "LookupEnv") || isSel(n, "os", "Environ")):
+					t.Errorf("%s/%s: os.%s: plugins read no environment (cni/ parses CNI_* into cni.CmdArgs)", f.Pkg, f.Name, n.Sel.Name)
 				}
 			case *ast.CallExpr:
 				if isIdent(n.Fun, "print") || isIdent(n.Fun, "println") {
-					t.Errorf("%s/%s: builtin print", f.pkg, f.name)
+					t.Errorf("%s/%s: builtin print", f.Pkg, f.Name)
 				}
 			}
 			return true
@@ -355,11 +298,11 @@ func TestPluginsLeaveTheProtocolToCNI(t *testing.T) {
 // real client in tests only; nothing the module builds outside _test.go
 // files imports it, nor the reference plugins' packages.
 func TestUpstreamLibrariesInTestsOnly(t *testing.T) {
-	sourceTree(t)
-	for _, f := range goFiles(t, false) {
-		for _, im := range f.ast.Imports {
+	root := srctree.Root(t)
+	for _, f := range goFiles(t, root, false) {
+		for _, im := range f.AST.Imports {
 			if p, _ := strconv.Unquote(im.Path.Value); strings.HasPrefix(p, "github.com/containernetworking/") {
-				t.Errorf("%s/%s imports %s outside a _test.go file", f.pkg, f.name, p)
+				t.Errorf("%s/%s imports %s outside a _test.go file", f.Pkg, f.Name, p)
 			}
 		}
 	}
@@ -369,39 +312,39 @@ func TestUpstreamLibrariesInTestsOnly(t *testing.T) {
 // each thing" that a reading of the source can: a second way of doing one
 // of them fails here.
 func TestOneWay(t *testing.T) {
-	sourceTree(t)
+	root := srctree.Root(t)
 	// allowed returns whether pkg is one of the packages listed.
 	allowed := func(pkg string, pkgs ...string) bool { return slices.Contains(pkgs, pkg) }
-	for _, f := range goFiles(t, true) {
-		where := f.pkg + "/" + f.name
-		for _, im := range f.ast.Imports {
+	for _, f := range goFiles(t, root, true) {
+		where := f.Pkg + "/" + f.Name
+		for _, im := range f.AST.Imports {
 			// Running programs: the plugins a runtime or a delegation
 			// executes, a child of the CLI. Nothing below runs ip,
 			// iptables, nft or tc.
 			if p, _ := strconv.Unquote(im.Path.Value); p == "os/exec" &&
-				!allowed(f.pkg, "cni", "cniruntime", "netns", "cmd/nftcni") {
+				!allowed(f.Pkg, "cni", "cniruntime", "netns", "cmd/nftcni") {
 				t.Errorf("%s imports os/exec: only cni/ (IPAM delegation), cniruntime/ (a chain's plugins), netns.StartIn and the CLI run programs", where)
 			}
 		}
-		ast.Inspect(f.ast, func(n ast.Node) bool {
+		ast.Inspect(f.AST, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.BasicLit:
 				// A namespace's sysctls: sysctl.Get and Set. The tuning
 				// plugin checks the keys a config may set against
 				// /proc/sys/net, as the reference does.
 				if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && strings.Contains(s, "/proc/sys") &&
-					!allowed(f.pkg, "sysctl", "plugins/tuning") {
+					!allowed(f.Pkg, "sysctl", "plugins/tuning") {
 					t.Errorf("%s: %q: sysctls are read and written through sysctl.Get and sysctl.Set", where, s)
 				}
 			case *ast.SelectorExpr:
 				// A state file replaced whole: atomicfile.Write. The CLI's
 				// install replaces the binary itself.
-				if isSel(n, "os", "Rename") && !allowed(f.pkg, "atomicfile", "cmd/nftcni") {
+				if isSel(n, "os", "Rename") && !allowed(f.Pkg, "atomicfile", "cmd/nftcni") {
 					t.Errorf("%s: os.Rename: a file replaced whole is written with atomicfile.Write", where)
 				}
 			case *ast.TypeSpec:
 				// The kernel lacking something: nlerr.UnsupportedError.
-				if strings.Contains(n.Name.Name, "Unsupported") && strings.HasSuffix(n.Name.Name, "Error") && f.pkg != "nlerr" {
+				if strings.Contains(n.Name.Name, "Unsupported") && strings.HasSuffix(n.Name.Name, "Error") && f.Pkg != "nlerr" {
 					t.Errorf("%s: type %s: the kernel lacking something is an *nlerr.UnsupportedError", where, n.Name.Name)
 				}
 			}

@@ -5,19 +5,13 @@ package layers
 
 import (
 	"go/parser"
-	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/nftcni/nftcni/vmtest"
+	"github.com/nftcni/nftcni/internal/srctree"
 )
-
-const module = "github.com/nftcni/nftcni"
 
 // rules gives, for each product package, the packages of the module it may
 // import. A pattern ending in "/..." covers the package and those below
@@ -60,10 +54,6 @@ var rules = map[string][]string{
 	"cmd/nftcni": {"..."},
 }
 
-// notProduct are the trees that are tests, tools or examples: they may
-// import what they need, and product code may not import them.
-var notProduct = []string{"internal", "nft/internal/nfttest", "vmtest", "bench", "conformance", "demo", "differential", "examples", "reliability", "contrib", "scripts", "docs"}
-
 func match(pattern, pkg string) bool {
 	if pattern == "..." {
 		return true
@@ -100,58 +90,22 @@ func ruleFor(pkg string) (string, bool) {
 // non-test files below root.
 func imports(t *testing.T, root string) map[string][]string {
 	out := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || slices.Contains(notProduct, rel)) {
-				return filepath.SkipDir
-			}
-			// A directory with a go.mod of its own (packaging/) is another
-			// module: the product cannot import it, nor it the product's
-			// internals, so it has no place in these layers.
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); rel != "." && err == nil {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(filepath.Dir(rel))
-		for _, im := range f.Imports {
+	for _, f := range srctree.Files(t, root, true, parser.ImportsOnly) {
+		for _, im := range f.AST.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
-			if dep, ok := strings.CutPrefix(p, module+"/"); ok && !slices.Contains(out[pkg], dep) {
-				out[pkg] = append(out[pkg], dep)
+			if dep, ok := strings.CutPrefix(p, srctree.Module+"/"); ok && !slices.Contains(out[f.Pkg], dep) {
+				out[f.Pkg] = append(out[f.Pkg], dep)
 			}
 		}
-		if _, ok := out[pkg]; !ok {
-			out[pkg] = nil
+		if _, ok := out[f.Pkg]; !ok {
+			out[f.Pkg] = nil
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
 
 func TestImportsFollowTheLayers(t *testing.T) {
-	if vmtest.InGuest() {
-		t.Skip("reads the source tree, which the guest does not have; runs on the host")
-	}
-	root := filepath.Join("..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no source tree at %s: %v", root, err)
-	}
+	root := srctree.Root(t)
 	pkgs := imports(t, root)
 	for _, want := range []string{"cni", "nft", "netlinkx", "plugins/bridge", "nft/portmap", "cmd/nftcni"} {
 		if _, ok := pkgs[want]; !ok {
@@ -168,7 +122,7 @@ func TestImportsFollowTheLayers(t *testing.T) {
 			if strings.HasPrefix(dep, pkg+"/") {
 				continue
 			}
-			if slices.ContainsFunc(notProduct, func(np string) bool { return match(np+"/...", dep) }) {
+			if slices.ContainsFunc(srctree.NotProduct, func(np string) bool { return match(np+"/...", dep) }) {
 				t.Errorf("%s imports %s, a test or tool package", pkg, dep)
 				continue
 			}
