@@ -317,15 +317,6 @@ func TestOneWay(t *testing.T) {
 	allowed := func(pkg string, pkgs ...string) bool { return slices.Contains(pkgs, pkg) }
 	for _, f := range goFiles(t, root, true) {
 		where := f.Pkg + "/" + f.Name
-		for _, im := range f.AST.Imports {
-			// Running programs: the plugins a runtime or a delegation
-			// executes, a child of the CLI. Nothing below runs ip,
-			// iptables, nft or tc.
-			if p, _ := strconv.Unquote(im.Path.Value); p == "os/exec" &&
-				!allowed(f.Pkg, "cni", "cniruntime", "netns", "cmd/nftcni") {
-				t.Errorf("%s imports os/exec: only cni/ (IPAM delegation), cniruntime/ (a chain's plugins), netns.StartIn and the CLI run programs", where)
-			}
-		}
 		ast.Inspect(f.AST, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.BasicLit:
@@ -341,6 +332,14 @@ func TestOneWay(t *testing.T) {
 				// install replaces the binary itself.
 				if isSel(n, "os", "Rename") && !allowed(f.Pkg, "atomicfile", "cmd/nftcni") {
 					t.Errorf("%s: os.Rename: a file replaced whole is written with atomicfile.Write", where)
+				}
+				// Running programs: the plugins a runtime or a delegation
+				// executes, a child of the CLI. Nothing else runs one, so
+				// no ip, iptables, nft or tc (looking one up is fine).
+				if (isSel(n, "exec", "Command") || isSel(n, "exec", "CommandContext") || isSel(n, "os", "StartProcess") ||
+					isSel(n, "syscall", "Exec") || isSel(n, "syscall", "ForkExec") || isSel(n, "unix", "Exec")) &&
+					!allowed(f.Pkg, "cni", "cniruntime", "cmd/nftcni") {
+					t.Errorf("%s: %s.%s: only cni/ (IPAM delegation), cniruntime/ (a chain's plugins) and the CLI run programs", where, n.X, n.Sel.Name)
 				}
 			case *ast.TypeSpec:
 				// The kernel lacking something: nlerr.UnsupportedError.
