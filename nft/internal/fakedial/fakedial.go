@@ -21,8 +21,10 @@ import (
 )
 
 var (
-	mu    sync.Mutex
-	dials = map[*netns.NS]func() *netlink.Conn{}
+	mu sync.Mutex
+	// dials is made by the first Set: a plugin process, which sets none,
+	// allocates nothing here at start (cmd/nftcni's TestStartPathInitWork).
+	dials map[*netns.NS]func() *netlink.Conn
 	// n is len(dials), so that For costs an Open nothing outside tests.
 	n atomic.Int32
 )
@@ -35,6 +37,9 @@ func Set(ns *netns.NS, dial func() *netlink.Conn) (unset func()) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if dials == nil {
+		dials = map[*netns.NS]func() *netlink.Conn{}
+	}
 	dials[ns] = dial
 	n.Store(int32(len(dials)))
 	return func() {
