@@ -117,7 +117,8 @@ func isSel(e ast.Expr, pkg, name string) bool {
 	return ok && id.Name == pkg && s.Sel.Name == name
 }
 
-// funcDecl is the top-level function name of p, or nil.
+// funcDecl is p's top-level function called name and the file that
+// declares it, or nil.
 func (p plugin) funcDecl(name string) (*ast.FuncDecl, string) {
 	for _, f := range p.files {
 		for _, d := range f.AST.Decls {
