@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
 func TestConfigAndAddrs(t *testing.T) {
@@ -33,17 +34,8 @@ func TestConfigAndAddrs(t *testing.T) {
 			if err == nil {
 				ips, err = c.addrs("eth1")
 			}
-			if tt.err != "" {
-				if err == nil {
-					t.Fatalf("no error, want %q", tt.err)
-				}
-				if e := cni.AsError(err); e.Code != tt.code || e.Msg != tt.err {
-					t.Errorf("error %d %q\n want %d %q", e.Code, e.Msg, tt.code, tt.err)
-				}
+			if plugintest.ConfError(t, err, tt.code, tt.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var got []string
 			for _, ip := range ips {
