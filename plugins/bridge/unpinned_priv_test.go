@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 
@@ -150,6 +151,72 @@ func TestConcurrentFirstAddsAgreeOnBridgeMAC(t *testing.T) {
 			}
 			if c := th.Exec(plugintest.Cmd("CHECK", ctrs[i], fmt.Sprintf("c%d", i), plugintest.WithPrev(cfg, o.Stdout))); c.Status != 0 {
 				t.Errorf("round %d: CHECK c%d: %s", round, i, c.Stdout)
+			}
+		}
+	}
+}
+
+// TestPinBridgeMACAgreesOnZeroMACBridge is the lock's half of
+// pinBridgeMAC. On a bridge with the zero MAC (its last port left before
+// it was ever pinned) each ADD would draw a random MAC of its own and pin
+// it; under the bridge's lock the first draws it and the others read it.
+// The window is the few system calls between reading the bridge and
+// pinning it: exec'd ADDs (TestConcurrentFirstAddsAgreeOnBridgeMAC) start
+// about a millisecond apart and meet there only now and then, goroutines
+// released together meet there in most rounds. Every pin must record the
+// MAC the bridge keeps.
+func TestPinBridgeMACAgreesOnZeroMACBridge(t *testing.T) {
+	t.Parallel()
+	const rounds, n = 4, 8
+	for round := range rounds {
+		th := newHost(t)
+		plugintest.Must(t, th.H.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+		plugintest.Must(t, th.H.AddVeth(netlinkx.VethSpec{Name: "tmp0", PeerName: "tmp1"}))
+		plugintest.Must(t, th.H.SetMaster("tmp0", "br0"))
+		plugintest.Must(t, th.H.DeleteLink("tmp0"))
+		if mac := plugintest.MustLink(t, th.H, "br0").MAC; !isZeroMAC(mac) {
+			t.Fatalf("round %d: br0 kept MAC %s after its last port left", round, mac)
+		}
+		plugintest.Must(t, th.NS.Do(func() error {
+			dir, err := claimsDir("br0")
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return err
+		}))
+		macs := make([]net.HardwareAddr, n)
+		errs := make([]error, n)
+		ready, start := make(chan struct{}, n), make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = th.NS.Do(func() error {
+					hh, err := netlinkx.Open(nil)
+					ready <- struct{}{}
+					if err != nil {
+						return err
+					}
+					defer hh.Close()
+					<-start
+					br := netlinkx.Link{Name: "br0"}
+					err = pinBridgeMAC(hh, &br)
+					macs[i] = br.MAC
+					return err
+				})
+			}()
+		}
+		for range n {
+			<-ready
+		}
+		close(start)
+		wg.Wait()
+		brMAC := plugintest.MustLink(t, th.H, "br0").MAC.String()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: pin %d: %v", round, i, errs[i])
+			}
+			if macs[i].String() != brMAC {
+				t.Errorf("round %d: pin %d recorded MAC %s, br0 has %s", round, i, macs[i], brMAC)
 			}
 		}
 	}
