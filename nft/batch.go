@@ -31,7 +31,17 @@ type Batch struct {
 	ids    map[string]uint32 // set → id, for the sets this batch creates
 	excl   []int             // messages to send with NLM_F_EXCL (CreateElements)
 	echo   []int             // messages to send with NLM_F_ECHO (InsertForeignRule)
+	extra  []extraAttrs      // attributes google/nftables cannot encode, appended to messages
 	err    error
+}
+
+// extraAttrs are netlink attributes appended to message i of the batch:
+// what google/nftables v0.3.0 has no field for (a table's or chain's
+// comment, a rule's NFTA_RULE_COMPAT for x_tables matches it does not
+// know).
+type extraAttrs struct {
+	i     int
+	attrs []netlink.Attribute
 }
 
 func newBatch() *Batch {
@@ -86,6 +96,13 @@ func (b *Batch) messages() ([]netlink.Message, error) {
 		}
 		for _, i := range b.echo {
 			b.msgs[i].Header.Flags |= netlink.Echo
+		}
+		for _, x := range b.extra {
+			enc, err := netlink.MarshalAttributes(x.attrs)
+			if err != nil {
+				return nil, fmt.Errorf("encoding nftables batch: %w", err)
+			}
+			b.msgs[x.i].Data = append(b.msgs[x.i].Data, enc...)
 		}
 	}
 	return b.msgs, nil

@@ -38,6 +38,7 @@ type view struct {
 	jump     string // jump or goto target
 	dnat     netip.AddrPort
 	masq     bool
+	mports   []uint16 // -m multiport --destination-ports
 	other    int
 }
 
@@ -303,10 +304,33 @@ func (v *view) match(m *expr.Match) bool {
 		return v.xtPorts(unix.IPPROTO_UDP, info.DstPorts, info.SrcPorts, info.InvFlags != 0)
 	}
 	switch m.Name {
-	case "comment", "multiport", "addrtype":
+	case "multiport":
+		v.mports = multiportDests(m)
+		return true
+	case "comment", "addrtype":
 		return true
 	}
 	return false
+}
+
+// multiportDests are the destination ports of a multiport match
+// (revision 1, struct xt_multiport_v1: flags, count, ports in host byte
+// order); nil for any other.
+func multiportDests(m *expr.Match) []uint16 {
+	u, ok := m.Info.(*xt.Unknown)
+	if !ok || m.Rev != 1 || len(*u) < xtMultiportLen {
+		return nil
+	}
+	b := []byte(*u)
+	n := int(b[1])
+	if b[0] != xtMultiportDest || n > xtMultiportMax {
+		return nil
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.NativeEndian.Uint16(b[2+2*i:])
+	}
+	return out
 }
 
 func (v *view) ctState(flags, invert, states uint16) bool {
