@@ -66,7 +66,9 @@ type creator struct {
 	done    []string
 }
 
-func (c *creator) note(format string, args ...any) { c.done = append(c.done, fmt.Sprintf(format, args...)) }
+func (c *creator) note(format string, args ...any) {
+	c.done = append(c.done, fmt.Sprintf(format, args...))
+}
 
 // table makes sure fam's table name exists.
 func (c *creator) table(fam nftables.TableFamily, name, comment string) {
