@@ -38,6 +38,9 @@ const (
 	nftHostIPHostports  = "hostip_hostports"
 	nftHostports        = "hostports"
 	nftPortmapMasqChain = "masquerading"
+	isolationStage1     = "CNI-ISOLATION-STAGE-1"
+	isolationStage2     = "CNI-ISOLATION-STAGE-2"
+	commentIsolation    = "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)"
 )
 
 // nftMasqComment is the comment of the attachment's nftables masquerade
@@ -505,8 +508,67 @@ func (c *creator) firewall(a Attachment) error {
 				return err
 			}
 		}
+		if err := c.isolation(a, fam, top); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// isolation: the ingress policy's two chains (shared by every bridge),
+// the jump from FORWARD, and the bridge's rules.
+func (c *creator) isolation(a Attachment, fam nftables.TableFamily, top *nftables.Chain) error {
+	if a.IngressPolicy == "" || a.IngressPolicy == "open" {
+		return nil
+	}
+	if a.IngressPolicy != "same-bridge" && a.IngressPolicy != "isolated" {
+		return fmt.Errorf("unknown ingress policy: %q", a.IngressPolicy)
+	}
+	if a.Bridge == "" {
+		return fmt.Errorf("ingress policy %q without a bridge", a.IngressPolicy)
+	}
+	policy := fmt.Sprintf("CNI firewall plugin rules (ingressPolicy: %s)", a.IngressPolicy)
+	s1, s2 := chain(fam, "filter", isolationStage1), chain(fam, "filter", isolationStage2)
+	for _, ch := range []*nftables.Chain{s1, s2} {
+		if _, err := c.chain(ch, "", false); err != nil {
+			return err
+		}
+	}
+	br := a.Bridge
+	type rule struct {
+		ch   *nftables.Chain
+		r    iptRule
+		head bool
+		have func(view) bool
+	}
+	rules := []rule{
+		{top, iptRule{comment: commentIsolation, jump: isolationStage1}, true, jumpsTo(isolationStage1)},
+		{s1, iptRule{in: br, out: br, outNeg: true, comment: policy, jump: isolationStage2}, true, func(v view) bool {
+			return v.in == ifMatch{br, false} && v.out == ifMatch{br, true} && v.jump == isolationStage2 && v.Comment == policy
+		}},
+	}
+	if a.IngressPolicy == "isolated" {
+		rules = append(rules, rule{s1, iptRule{in: br, out: br, comment: policy, verdict: expr.VerdictDrop}, true, func(v view) bool {
+			return v.in == ifMatch{br, false} && v.out == ifMatch{br, false} && v.hasVerd && v.verdict == expr.VerdictDrop
+		}})
+	}
+	rules = append(rules,
+		rule{s1, iptRule{comment: commentIsolation, verdict: expr.VerdictReturn}, false, isReturn},
+		rule{s2, iptRule{out: br, comment: commentIsolation, verdict: expr.VerdictDrop}, true, func(v view) bool {
+			return !v.in.set() && v.out == ifMatch{br, false} && v.hasVerd && v.verdict == expr.VerdictDrop
+		}},
+		rule{s2, iptRule{comment: commentIsolation, verdict: expr.VerdictReturn}, false, isReturn})
+	for _, r := range rules {
+		if err := c.ipt(r.ch, r.r, r.head, r.have); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isReturn: a rule that returns, matching nothing.
+func isReturn(v view) bool {
+	return v.hasVerd && v.verdict == expr.VerdictReturn && !v.in.set() && !v.out.set() && !v.src.set() && !v.dst.set()
 }
 
 // spoof: the spoof check's two chains in bridge nat with their rules, and

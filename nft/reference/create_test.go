@@ -136,6 +136,22 @@ func refCommands(a Attachment, seen map[string]bool) [][]string {
 		}
 		run(v6, "-A", "CNI-FORWARD", "-d", addr.String(), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 		run(v6, "-A", "CNI-FORWARD", "-s", addr.String(), "-j", "ACCEPT")
+		if a.IngressPolicy == "" {
+			continue
+		}
+		br := a.Bridge
+		dflt := []string{"-m", "comment", "--comment", "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)"}
+		pol := []string{"-m", "comment", "--comment", "CNI firewall plugin rules (ingressPolicy: " + a.IngressPolicy + ")"}
+		run(v6, "-N", "CNI-ISOLATION-STAGE-1")
+		run(v6, "-N", "CNI-ISOLATION-STAGE-2")
+		run(v6, append([]string{"-I", "FORWARD", "1", "-j", "CNI-ISOLATION-STAGE-1"}, dflt...)...)
+		run(v6, append([]string{"-I", "CNI-ISOLATION-STAGE-1", "1", "-i", br, "!", "-o", br, "-j", "CNI-ISOLATION-STAGE-2"}, pol...)...)
+		if a.IngressPolicy == "isolated" {
+			run(v6, append([]string{"-I", "CNI-ISOLATION-STAGE-1", "1", "-i", br, "-o", br, "-j", "DROP"}, pol...)...)
+		}
+		run(v6, append([]string{"-A", "CNI-ISOLATION-STAGE-1", "-j", "RETURN"}, dflt...)...)
+		run(v6, append([]string{"-I", "CNI-ISOLATION-STAGE-2", "1", "-o", br, "-j", "DROP"}, dflt...)...)
+		run(v6, append([]string{"-A", "CNI-ISOLATION-STAGE-2", "-j", "RETURN"}, dflt...)...)
 	}
 	return out
 }
@@ -222,6 +238,10 @@ func createCase(name string, v6 bool) Attachment {
 			Mapping{HostPort: 5353, ContainerPort: 53, Proto: unix.IPPROTO_UDP})
 	case "no snat, mark bit 5":
 		a.SNAT, a.MarkBit = false, 5
+	case "ingressPolicy same-bridge":
+		a.IngressPolicy, a.Bridge = "same-bridge", "cni0"
+	case "ingressPolicy isolated":
+		a.IngressPolicy, a.Bridge = "isolated", "cni0"
 	}
 	return a
 }
@@ -233,7 +253,7 @@ func createCase(name string, v6 bool) Attachment {
 // for a second attachment adds only its own objects.
 func TestLiveCreateAsIptables(t *testing.T) {
 	hostfw.Require(t)
-	for _, name := range []string{"snat", "masqAll, host IP, udp", "no snat, mark bit 5"} {
+	for _, name := range []string{"snat", "masqAll, host IP, udp", "no snat, mark bit 5", "ingressPolicy same-bridge", "ingressPolicy isolated"} {
 		for _, v6 := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/v6=%v", name, v6), func(t *testing.T) {
 				a := createCase(name, v6)

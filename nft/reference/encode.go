@@ -35,6 +35,8 @@ import (
 // protocol and addresses (iptables' own header fields), the matches in the
 // order of the reference's command lines, a counter, the target.
 type iptRule struct {
+	in, out  string       // -i, -o: "" none
+	outNeg   bool         // ! -o
 	proto    uint8        // -p: 0 none
 	src, dst netip.Prefix // -s, -d: the zero Prefix none (a /0 is none too, as iptables omits it)
 	srcNeg   bool         // ! -s
@@ -58,6 +60,12 @@ type iptRule struct {
 // for telling planned rules apart.
 func (r iptRule) String() string {
 	var s []string
+	if r.in != "" {
+		s = append(s, "-i "+r.in)
+	}
+	if r.out != "" {
+		s = append(s, neg(r.outNeg)+"-o "+r.out)
+	}
 	if r.proto != 0 {
 		s = append(s, "-p "+nft.ProtoName(r.proto))
 	}
@@ -181,6 +189,21 @@ func iptAddr(off uint32, p netip.Prefix, negate bool) []expr.Any {
 func (r iptRule) exprs(fam nftables.TableFamily) []expr.Any {
 	var out []expr.Any
 	src, dst := addrOffsets(fam)
+	// An interface name is compared with its NUL.
+	if r.in != "" {
+		out = append(out,
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: append([]byte(r.in), 0)})
+	}
+	if r.out != "" {
+		op := expr.CmpOpEq
+		if r.outNeg {
+			op = expr.CmpOpNeq
+		}
+		out = append(out,
+			&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+			&expr.Cmp{Op: op, Register: 1, Data: append([]byte(r.out), 0)})
+	}
 	if r.proto != 0 {
 		out = append(out,
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},

@@ -144,6 +144,11 @@ type Attachment struct {
 	// configured): the bit its shared SETMARK and MASQ chains set and
 	// test.
 	MarkBit int
+	// IngressPolicy is the firewall's ingressPolicy ("same-bridge",
+	// "isolated"; "" or "open": none), for the bridge named Bridge: its
+	// isolation chains, which the reference shares between the
+	// attachments of every bridge and never deletes.
+	IngressPolicy, Bridge string
 	// HostIf and MAC are the spoof check's host interface (the bridge
 	// port) and the container interface's MAC address.
 	HostIf string
