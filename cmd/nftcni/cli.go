@@ -35,6 +35,8 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
                              networks sharing a bridge with overlapping ranges) offline
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
                              run CMD in a throwaway namespace attached to the networks
+  handback [-v]              before replacing nftcni with the reference plugins: write every
+                             cached attachment's state in their layout, then remove ours
 
   Environment: NETCONFPATH (default /etc/cni/net.d),
   CNI_PATH (default: this program's directory, then /opt/cni/bin), CNI_IFNAME (default eth0), CNI_ARGS (K=V;K2=V2), CAP_ARGS (JSON object),
@@ -76,6 +78,8 @@ func cli(args []string) int {
 		err = cmdValidate(args[1:], os.Stdout)
 	case "run":
 		err = cmdRun(args[1:], os.Stderr)
+	case "handback":
+		err = cmdHandback(args[1:], os.Stdout, os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

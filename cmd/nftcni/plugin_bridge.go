@@ -4,4 +4,7 @@ package main
 
 import "github.com/nftcni/nftcni/plugins/bridge"
 
-func init() { register(bridge.Plugin) }
+func init() {
+	register(bridge.Plugin)
+	registerHandback(bridge.Plugin.Name, bridge.Handback)
+}

@@ -4,4 +4,7 @@ package main
 
 import "github.com/nftcni/nftcni/plugins/firewall"
 
-func init() { register(firewall.Plugin) }
+func init() {
+	register(firewall.Plugin)
+	registerHandback(firewall.Plugin.Name, firewall.Handback)
+}

@@ -4,4 +4,7 @@ package main
 
 import "github.com/nftcni/nftcni/plugins/portmap"
 
-func init() { register(portmap.Plugin) }
+func init() {
+	register(portmap.Plugin)
+	registerHandback(portmap.Plugin.Name, portmap.Handback)
+}

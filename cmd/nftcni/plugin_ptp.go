@@ -4,4 +4,7 @@ package main
 
 import "github.com/nftcni/nftcni/plugins/ptp"
 
-func init() { register(ptp.Plugin) }
+func init() {
+	register(ptp.Plugin)
+	registerHandback(ptp.Plugin.Name, ptp.Handback)
+}

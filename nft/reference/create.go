@@ -43,6 +43,22 @@ const (
 	commentIsolation    = "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)"
 )
 
+// Handback is one plugin's share of handing an attachment back to the
+// reference plugins (`nftcni handback`, before nftcni is removed): what
+// the reference's ADD would have made for it, which is written first
+// (PlanCreate), and how the plugin removes what nftcni keeps for it
+// afterwards.
+type Handback struct {
+	// Attachment is the reference's view of the plugin's share; Parts 0
+	// when the reference keeps nothing in nftables for it (the firewall
+	// under firewalld, a bridge without ipMasq and macspoofchk).
+	Attachment
+	// Release removes nftcni's state of the share: its nftables state,
+	// its records. It runs once the Attachment's objects are in place
+	// (or, for an attachment whose namespace is gone, instead).
+	Release func() error
+}
+
 // nftMasqComment is the comment of the attachment's nftables masquerade
 // rules: the instance hash, then the names without double quotes, cut to
 // nft's 128 bytes.
@@ -166,24 +182,29 @@ func base(fam nftables.TableFamily, table, name string, typ nftables.ChainType, 
 // jumpsTo: a rule that jumps to to.
 func jumpsTo(to string) func(view) bool { return func(v view) bool { return v.jump == to } }
 
-// PlanCreate adds to tx's batch what the reference's ADD of a would have
-// made and is missing, for a's parts, and returns what it adds,
-// described. The caller commits it (nft.Conn.Update).
-func PlanCreate(tx *nft.Tx, a Attachment) ([]string, error) {
+// PlanCreate adds to tx's batch what the reference's ADD of each of atts
+// would have made and is missing, for its parts, and returns what it
+// adds, described. atts are the shares of the plugins of one attachment
+// (each with the addresses its plugin takes), or several attachments;
+// what two of them share is made once. The caller commits it
+// (nft.Conn.Update).
+func PlanCreate(tx *nft.Tx, atts ...Attachment) ([]string, error) {
 	h, err := newHost(tx)
 	if err != nil {
 		return nil, err
 	}
 	c := &creator{h: h, b: tx.Batch(), tables: map[tableKey]bool{}, chains: map[chainKey]bool{}, planned: map[chainKey][]string{}}
-	for _, f := range []struct {
-		p    Part
-		make func(Attachment) error
-	}{{Masq, c.masq}, {Portmap, c.portmap}, {Firewall, c.firewall}, {SpoofCheck, c.spoof}} {
-		if a.Parts&f.p == 0 {
-			continue
-		}
-		if err := f.make(a); err != nil {
-			return nil, fmt.Errorf("writing the reference plugins' %s of container %s: %w", f.p, a.ContainerID, err)
+	for _, a := range atts {
+		for _, f := range []struct {
+			p    Part
+			make func(Attachment) error
+		}{{Masq, c.masq}, {Portmap, c.portmap}, {Firewall, c.firewall}, {SpoofCheck, c.spoof}} {
+			if a.Parts&f.p == 0 {
+				continue
+			}
+			if err := f.make(a); err != nil {
+				return nil, fmt.Errorf("writing the reference plugins' %s of container %s: %w", f.p, a.ContainerID, err)
+			}
 		}
 	}
 	return c.done, nil
