@@ -4,10 +4,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +33,10 @@ import (
 //	BENCH_ITER      sequential ADD/DEL pairs per chain (default 100)
 //	BENCH_WORKERS   parallel workers for the throughput run (default 8)
 //	BENCH_PARALLEL  attachments in the throughput run (default 64)
-//	BENCH_EXISTING  attachments present during the "with M existing" run (default 200)
+//	BENCH_EXISTING  attachments present during the "with M existing" runs, comma-separated
+//	                (default 110,250,1000: the Kubernetes default of pods per node, a dense
+//	                node, and the growth target's); each count is reached by adding to
+//	                the previous one
 //	BENCH_CHAINS    only the chains whose names contain one of these comma-separated words
 //	BENCH_LIST      attachments of the full chain in place while `nftcni list` and
 //	                `gc --all` are timed (default 250)
@@ -47,6 +52,21 @@ func knob(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// counts is a knob holding a comma-separated list of positive counts,
+// sorted and without duplicates; def when unset or unreadable.
+func counts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(name), ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return def
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // chain is one network configuration list to measure.
@@ -86,7 +106,21 @@ var chains = []chain{
 		`{"cniVersion":"1.1.0","name":"bench-full","plugins":[{"type":"bridge","bridge":"bench3","isGateway":true,"ipMasq":true,
 		  "ipam":{"type":"host-local","subnet":"10.80.0.0/16","dataDir":"DATADIR"}},
 		  {"type":"portmap","capabilities":{"portMappings":true}},{"type":"firewall"}]}`, false},
+	// The full chain as it runs on a host without iptables (an
+	// nftables-only host): no accepts in iptables-nft's FORWARD chains,
+	// forced here with iptablesForwardAccepts on a host that has the
+	// program (the reference ignores the key).
+	{"full, no iptables accepts", []string{"bridge", "host-local", "portmap", "firewall"},
+		`{"cniVersion":"1.1.0","name":"bench-fullnoipt","plugins":[{"type":"bridge","bridge":"bench4","isGateway":true,"ipMasq":true,
+		  "ipam":{"type":"host-local","subnet":"10.81.0.0/16","dataDir":"DATADIR"}},
+		  {"type":"portmap","capabilities":{"portMappings":true},"iptablesForwardAccepts":"never"},
+		  {"type":"firewall","iptablesForwardAccepts":"never"}]}`, false},
 }
+
+// oursOnly are the chains measured for nftcni alone: the reference ignores
+// the key that makes "full, no iptables accepts" differ from the full
+// chain, so for it that chain is the full chain again.
+var oursOnly = map[string]bool{"full, no iptables accepts": true}
 
 // nsExec runs every plugin as a process inside the host namespace: the
 // fork happens on a thread switched into it (netns.Do), so the whole child
@@ -121,15 +155,38 @@ type stats struct {
 	addP50, addP90, delP50, delP90 time.Duration
 	addCPU, delCPU                 time.Duration // p50
 	addPerSec, delPerSec           float64
-	addP50M, delP50M               time.Duration
-	addCPUM, delCPUM               time.Duration // p50 with M existing
+	at                             []withM   // one per BENCH_EXISTING count, ascending
+	reload                         reloadRun // reloadChain, nftcni only, with the most existing
 	err                            error
 }
 
+// reloadChain is the chain whose phase with existing attachments ends, at
+// the largest count, with the reload phase (reloadRun).
+const reloadChain = "full (+portmap+firewall)"
+
+// reloadRun is the reload phase: with the existing attachments in place,
+// `nft flush ruleset` in the host namespace, then `nftcni reload` (what
+// nftcni-reload.service runs) until CHECK of one attachment passes again,
+// then a second reload that has nothing to do.
+type reloadRun struct {
+	m            int
+	fresh, again time.Duration
+}
+
+// withM is the sequential run with m existing attachments.
+type withM struct {
+	m              int
+	addP50, delP50 time.Duration
+	addCPU, delCPU time.Duration // p50
+}
+
+// last is the run with the most existing attachments.
+func (s stats) last() withM { return s.at[len(s.at)-1] }
+
 // growth is how much the CPU per ADD and per DEL grew from the empty
-// namespace to the one with M existing attachments.
-func (s stats) growth() (add, del time.Duration) {
-	return s.addCPUM - s.addCPU, s.delCPUM - s.delCPU
+// namespace to the one with e.m existing attachments.
+func (s stats) growth(e withM) (add, del time.Duration) {
+	return e.addCPU - s.addCPU, e.delCPU - s.delCPU
 }
 
 // wanted reports whether BENCH_CHAINS selects chain name.
@@ -155,7 +212,9 @@ func TestBench(t *testing.T) {
 	// /run is on a real host (on this machine it is not), not to the
 	// machine's /run/nftcni.
 	os.Setenv(attachrec.EnvDir, privtest.SmallFS(t, 4096))
-	iter, workers, par, existing := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64), knob("BENCH_EXISTING", 200)
+	iter, workers, par := knob("BENCH_ITER", 100), knob("BENCH_WORKERS", 8), knob("BENCH_PARALLEL", 64)
+	existing := counts("BENCH_EXISTING", []int{110, 250, 1000})
+	most := existing[len(existing)-1]
 
 	bin, built := t.TempDir(), t.TempDir()
 	root, err := exec.Command("go", "env", "GOMOD").Output()
@@ -188,7 +247,7 @@ func TestBench(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(bin, "nftcni")); err == nil {
 		fmt.Printf("nftcni binary: %.1f MiB (stripped, linux/%s)\n", float64(fi.Size())/(1<<20), goarch())
 	}
-	fmt.Printf("iterations %d, throughput %d attachments with %d workers, %d existing attachments\n\n", iter, par, workers, existing)
+	fmt.Printf("iterations %d, throughput %d attachments with %d workers, %s existing attachments\n\n", iter, par, workers, joinInts(existing))
 
 	baseline := os.Getenv("BASELINE_CNI_PATH")
 	if baseline != "" && missingPlugins(baseline, []string{"loopback"}) != "" {
@@ -229,6 +288,9 @@ func TestBench(t *testing.T) {
 		}
 		var ims []impl
 		for _, im := range impls {
+			if oursOnly[c.name] && im.name != "nftcni" {
+				continue
+			}
 			if missing := missingPlugins(im.dir, c.needs); missing != "" {
 				fmt.Printf("%-26s %-9s skipped: %s not in %s\n", c.name, im.name, missing, im.dir)
 				continue
@@ -244,7 +306,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	fmt.Printf("\n%-26s %-9s %9s %9s %9s %9s %10s %10s %12s %12s\n", "chain", "impl", "ADD p50", "ADD p90", "DEL p50", "DEL p90",
-		fmt.Sprintf("ADD/s(%d)", workers), fmt.Sprintf("DEL/s(%d)", workers), fmt.Sprintf("ADD p50@%d", existing), fmt.Sprintf("DEL p50@%d", existing))
+		fmt.Sprintf("ADD/s(%d)", workers), fmt.Sprintf("DEL/s(%d)", workers), fmt.Sprintf("ADD p50@%d", most), fmt.Sprintf("DEL p50@%d", most))
 	for _, c := range chains {
 		for _, im := range impls {
 			s, ok := results[c.name][im.name]
@@ -262,19 +324,42 @@ func TestBench(t *testing.T) {
 				continue
 			}
 			fmt.Printf("%-26s %-9s %9s %9s %9s %9s %10.0f %10.0f %12s %12s\n", c.name, im.name, ms(s.addP50), ms(s.addP90), ms(s.delP50), ms(s.delP90),
-				s.addPerSec, s.delPerSec, ms(s.addP50M), ms(s.delP50M))
+				s.addPerSec, s.delPerSec, ms(s.last().addP50), ms(s.last().delP50))
 		}
 	}
-	fmt.Printf("\nCPU of the plugin processes (p50 of the sequential runs):\n%-26s %-9s %9s %9s %12s %12s\n", "chain", "impl", "ADD", "DEL",
-		fmt.Sprintf("ADD@%d", existing), fmt.Sprintf("DEL@%d", existing))
+	fmt.Printf("\nCPU of the plugin processes (p50 of the sequential runs), ADD / DEL, empty and with M existing:\n%-26s %-9s %19s", "chain", "impl", "empty")
+	for _, m := range existing {
+		fmt.Printf(" %19s", fmt.Sprintf("@%d", m))
+	}
+	fmt.Println()
 	for _, c := range chains {
 		for _, im := range impls {
 			if s, ok := results[c.name][im.name]; ok && s.err == nil {
-				if c.reread {
-					fmt.Printf("%-26s %-9s %9s %9s %12s %12s\n", c.name, im.name, ms(s.addCPU), ms(s.delCPU), "-", "-")
-					continue
+				fmt.Printf("%-26s %-9s %19s", c.name, im.name, ms(s.addCPU)+" / "+ms(s.delCPU))
+				for _, e := range s.at {
+					fmt.Printf(" %19s", ms(e.addCPU)+" / "+ms(e.delCPU))
 				}
-				fmt.Printf("%-26s %-9s %9s %9s %12s %12s\n", c.name, im.name, ms(s.addCPU), ms(s.delCPU), ms(s.addCPUM), ms(s.delCPUM))
+				fmt.Println()
+			}
+		}
+	}
+	fmt.Printf("\nCPU growth from empty, ADD / DEL:\n%-26s %-9s", "chain", "impl")
+	for _, m := range existing {
+		fmt.Printf(" %19s", fmt.Sprintf("@%d", m))
+	}
+	fmt.Println()
+	for _, c := range chains[1:] {
+		if c.reread {
+			continue
+		}
+		for _, im := range impls {
+			if s, ok := results[c.name][im.name]; ok && s.err == nil {
+				fmt.Printf("%-26s %-9s", c.name, im.name)
+				for _, e := range s.at {
+					ga, gd := s.growth(e)
+					fmt.Printf(" %19s", signed(ga)+" / "+signed(gd))
+				}
+				fmt.Println()
 			}
 		}
 	}
@@ -285,13 +370,9 @@ func TestBench(t *testing.T) {
 			continue
 		}
 		s, ok2 := results[c.name]["nftcni"]
-		if ok2 && s.err == nil {
-			ga, gd := s.growth()
-			fmt.Printf("%s: CPU growth with %d existing: ADD %s, DEL %s\n", c.name, existing, signed(ga), signed(gd))
-		}
 		if ok && ok2 && s.err == nil && lo.err == nil {
 			fmt.Printf("%s vs loopback (exec floor): ADD p50 %.2fx, DEL p50 %.2fx; ADD p50 with %d existing vs empty: %.2fx\n",
-				c.name, ratio(s.addP50, lo.addP50), ratio(s.delP50, lo.delP50), existing, ratio(s.addP50M, s.addP50))
+				c.name, ratio(s.addP50, lo.addP50), ratio(s.delP50, lo.delP50), most, ratio(s.last().addP50, s.addP50))
 		}
 	}
 	lo3, ok3 := results["loopback x3"]["nftcni"]
@@ -309,8 +390,22 @@ func TestBench(t *testing.T) {
 				ratio(n.addCPU, b.addCPU), ratio(n.delCPU, b.delCPU))
 		}
 	}
+	for _, c := range chains {
+		if s, ok := results[c.name]["nftcni"]; ok && s.err == nil && s.reload.fresh > 0 {
+			fmt.Printf("%s: nft flush ruleset with %d attachments, then nftcni reload: state back (CHECK passes) after %s (%s per attachment); a second reload, nothing to do: %s\n",
+				c.name, s.reload.m, ms(s.reload.fresh), ms(s.reload.fresh/time.Duration(s.reload.m)), ms(s.reload.again))
+		}
+	}
 	hostTools(t, bin, knob("BENCH_LIST", 250), workers)
-	targets([]floor{fl, flr}, results, existing, workers)
+	targets([]floor{fl, flr}, results, workers)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // targets prints, last, how the run compares with the performance targets
@@ -318,8 +413,8 @@ func TestBench(t *testing.T) {
 // loopback and the loopback chain at most its CPU; the full chain's CPU
 // growing with existing attachments by no more than the bridge+host-local
 // chain's own growth plus 10 %; parallel DEL at least twice the
-// sequential DEL rate.
-func targets(floors []floor, results map[string]map[string]stats, existing, workers int) {
+// sequential DEL rate. The growth is checked at every BENCH_EXISTING count.
+func targets(floors []floor, results map[string]map[string]stats, workers int) {
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
@@ -342,12 +437,20 @@ func targets(floors []floor, results map[string]map[string]stats, existing, work
 	}
 	br, okb := results["bridge+host-local"]["nftcni"]
 	full, okf := results["full (+portmap+firewall)"]["nftcni"]
+	noIpt, okn := results["full, no iptables accepts"]["nftcni"]
 	if okb && okf && br.err == nil && full.err == nil {
-		ga, gd := full.growth()
-		la, ld := br.growth()
-		la, ld = la*11/10, ld*11/10
-		fmt.Printf("  CPU growth 0 -> %d attachments, full chain: ADD %s, DEL %s (target: bridge+host-local's growth +10%%, ADD %s, DEL %s): %s\n",
-			existing, signed(ga), signed(gd), signed(la), signed(ld), verdict(ga <= la && gd <= ld))
+		for i, e := range full.at {
+			ga, gd := full.growth(e)
+			la, ld := br.growth(br.at[i])
+			la, ld = allowance(la), allowance(ld)
+			fmt.Printf("  CPU growth 0 -> %d attachments, full chain: ADD %s, DEL %s (target: bridge+host-local's growth +10%%, ADD %s, DEL %s): %s\n",
+				e.m, signed(ga), signed(gd), signed(la), signed(ld), verdict(ga <= la && gd <= ld))
+			if okn && noIpt.err == nil {
+				na, nd := noIpt.growth(noIpt.at[i])
+				fmt.Printf("    without accepts in iptables-nft's FORWARD (an nftables-only host): ADD %s, DEL %s: %s\n",
+					signed(na), signed(nd), verdict(na <= la && nd <= ld))
+			}
+		}
 	}
 	if okf && full.err == nil && full.delP50 > 0 {
 		seq := float64(time.Second) / float64(full.delP50)
@@ -355,6 +458,16 @@ func targets(floors []floor, results map[string]map[string]stats, existing, work
 		fmt.Printf("  parallel DEL, full chain: %.1f/s with %d workers, sequential %.1f/s (1/DEL p50): %.2fx (target >= 2x): %s\n",
 			full.delPerSec, workers, seq, r, verdict(r >= 2))
 	}
+}
+
+// allowance is the growth target for a chain whose reference chain grew
+// by g: g plus 10 % of its size (a negative growth, which the machine's
+// load can give a short run, allows its own value plus 10 % of it).
+func allowance(g time.Duration) time.Duration {
+	if g < 0 {
+		return g - g/10
+	}
+	return g + g/10
 }
 
 func goarch() string {
@@ -382,14 +495,15 @@ func missingPlugins(dir string, names []string) string {
 // world is one chain under test: a host namespace, the CNI config and a
 // pool of container namespaces.
 type world struct {
-	t      *testing.T
-	host   *netns.NS
-	dir    string
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	nsDir  string
-	seq    atomic.Int64
-	prefix string
+	t       *testing.T
+	host    *netns.NS
+	dir     string
+	plugins string // the plugin directory
+	cni     *libcni.CNIConfig
+	list    *libcni.NetworkConfigList
+	nsDir   string
+	seq     atomic.Int64
+	prefix  string
 }
 
 type attachment struct {
@@ -435,7 +549,7 @@ func (w *world) del(a *attachment) (time.Duration, error) {
 // that a change of the machine's load in the middle of a run weighs on all
 // of them alike; the throughput runs and the phase with M existing
 // attachments take turns.
-func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) map[string]stats {
+func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []int) map[string]stats {
 	out := map[string]stats{}
 	var worlds []*world
 	var live []impl
@@ -475,8 +589,10 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) ma
 		}
 	}
 
-	// With M existing attachments: one implementation at a time, its M
-	// attachments gone before the next one's are made. Alternating here
+	// With M existing attachments, for each M in ascending order (the
+	// attachments of a smaller M stay and more are added): one
+	// implementation at a time, its attachments gone before the next
+	// one's are made. Alternating here
 	// could bill one implementation for the other's kernel work: without
 	// IRQ time accounting (CONFIG_IRQ_TIME_ACCOUNTING, off in this
 	// machine's kernel) softirq work such as RCU callbacks freeing replaced
@@ -487,14 +603,27 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par, existing int) ma
 		if !ok(i) || c.reread {
 			continue
 		}
-		pre, err := w.addMany(existing, workers)
-		if err != nil {
-			fail(i, fmt.Errorf("creating %d existing attachments: %w", existing, err))
-		} else if r, err := w.sequential(iter); err != nil {
-			fail(i, err)
-		} else {
-			st[i].addP50M, st[i].delP50M = pct(r.adds, 50), pct(r.dels, 50)
-			st[i].addCPUM, st[i].delCPUM = pct(r.addCPU, 50), pct(r.delCPU, 50)
+		var pre []*attachment
+		for _, m := range existing {
+			more, err := w.addMany(m-len(pre), workers)
+			pre = append(pre, more...)
+			if err != nil {
+				fail(i, fmt.Errorf("creating %d existing attachments: %w", m, err))
+				break
+			}
+			r, err := w.sequential(iter)
+			if err != nil {
+				fail(i, fmt.Errorf("with %d existing: %w", m, err))
+				break
+			}
+			st[i].at = append(st[i].at, withM{m: m, addP50: pct(r.adds, 50), delP50: pct(r.dels, 50),
+				addCPU: pct(r.addCPU, 50), delCPU: pct(r.delCPU, 50)})
+		}
+		if c.name == reloadChain && live[i].name == "nftcni" && ok(i) && len(pre) > 0 {
+			var err error
+			if st[i].reload, err = w.reloadAfterFlush(pre); err != nil {
+				fail(i, err)
+			}
 		}
 		if err := w.delMany(pre, workers); err != nil && ok(i) {
 			fail(i, err)
@@ -516,7 +645,7 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &world{t: t, host: host, dir: dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
+	return &world{t: t, host: host, dir: dir, plugins: im.dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
 		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
 }
 
@@ -661,4 +790,42 @@ func pct(d []time.Duration, p int) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[(len(s)-1)*p/100]
+}
+
+// reloadAfterFlush is the reload phase (reloadRun) with the attachments
+// atts in place; the first of them is checked before and after.
+func (w *world) reloadAfterFlush(atts []*attachment) (reloadRun, error) {
+	r := reloadRun{m: len(atts)}
+	check := func() error { return w.cni.CheckNetworkList(context.Background(), w.list, atts[0].rt) }
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK before the flush: %w", err)
+	}
+	flush := exec.Command("nft", "flush", "ruleset")
+	if err := netns.StartIn(w.host, flush); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if err := flush.Wait(); err != nil {
+		return r, fmt.Errorf("reload phase: nft flush ruleset: %w", err)
+	}
+	if check() == nil {
+		return r, errors.New("reload phase: CHECK passes after the flush")
+	}
+	reload := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := exec.Command(filepath.Join(w.plugins, "nftcni"), "reload", "-host-netns", w.host.Path(),
+			"-cache-dir", filepath.Join(w.dir, "cache")).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("reload phase: nftcni reload: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+	var err error
+	if r.fresh, err = reload(); err != nil {
+		return r, err
+	}
+	if err := check(); err != nil {
+		return r, fmt.Errorf("reload phase: CHECK after nftcni reload: %w", err)
+	}
+	r.again, err = reload()
+	return r, err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ import (
 // `gc --all` sweep that finds nothing stale. The commands run as processes
 // inside the world's host namespace, as on a real host.
 func hostTools(t *testing.T, bin string, n, workers int) {
-	c := chains[len(chains)-1] // full (+portmap+firewall)
+	i := slices.IndexFunc(chains, func(c chain) bool { return c.name == "full (+portmap+firewall)" })
+	c := chains[i]
 	if !wanted(c.name) || missingPlugins(bin, c.needs) != "" {
 		return
 	}

@@ -136,3 +136,83 @@ func Code(err error) string {
 	code, _, _ := strings.Cut(msg, ":")
 	return strings.TrimSpace(code)
 }
+
+// Why firewalld lost its runtime configuration, as Reloads reports it.
+const (
+	// EventReloaded: firewalld reloaded (`firewall-cmd --reload`,
+	// `systemctl reload firewalld`) and announced it with its Reloaded
+	// signal.
+	EventReloaded = "firewalld reloaded"
+	// EventStarted: firewalld took its bus name, a start or a restart.
+	EventStarted = "firewalld started"
+)
+
+// Reloads subscribes to what makes firewalld drop its runtime
+// configuration — runtime sources among it — and reports each on the
+// returned channel (EventReloaded, EventStarted). Events that arrive while
+// the receiver is busy are merged into one: a receiver re-creates what was
+// dropped, and once is enough. The channel is closed when the connection
+// ends (the bus went away), so a watcher can exit and be restarted.
+func (c *Conn) Reloads(ctx context.Context) (<-chan string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	// Registered before the matches: nothing the bus sends once they are
+	// in place is missed.
+	sigs := make(chan *dbus.Signal, 16)
+	c.c.Signal(sigs)
+	err := c.c.AddMatchSignalContext(ctx, dbus.WithMatchInterface(busName), dbus.WithMatchMember("Reloaded"), dbus.WithMatchObjectPath(busPath))
+	if err != nil {
+		c.c.RemoveSignal(sigs)
+		return nil, fmt.Errorf("subscribing to firewalld's Reloaded signal: %w", err)
+	}
+	err = c.c.AddMatchSignalContext(ctx, dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, busName))
+	if err != nil {
+		c.c.RemoveSignal(sigs)
+		return nil, fmt.Errorf("subscribing to firewalld's bus name: %w", err)
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer close(out)
+		for s := range sigs {
+			var ev string
+			switch s.Name {
+			case busName + ".Reloaded":
+				ev = EventReloaded
+			case "org.freedesktop.DBus.NameOwnerChanged":
+				// Body: name, old owner, new owner; "" new owner is
+				// firewalld going away, which takes its sources along.
+				if len(s.Body) == 3 {
+					if owner, _ := s.Body[2].(string); owner != "" {
+						ev = EventStarted
+					}
+				}
+			}
+			if ev == "" {
+				continue
+			}
+			select {
+			case out <- ev:
+			default: // one is pending: it covers this one
+			}
+		}
+	}()
+	return out, nil
+}
+
+// WaitReady waits until firewalld answers calls: it takes its bus name
+// before it has loaded its zones, and calls made in between fail.
+func (c *Conn) WaitReady(ctx context.Context) error {
+	for {
+		var zone string
+		err := c.c.Object(busName, busPath).CallWithContext(ctx, busName+".getDefaultZone", 0).Store(&zone)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for firewalld: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -31,8 +31,13 @@ type Batch struct {
 	ids    map[string]uint32 // set → id, for the sets this batch creates
 	excl   []int             // messages to send with NLM_F_EXCL (CreateElements)
 	echo   []int             // messages to send with NLM_F_ECHO (InsertForeignRule)
-	extra  []extraAttrs      // attributes google/nftables cannot encode, appended to messages
-	err    error
+	// iptables is what this batch does to iptables-nft's filter tables,
+	// per family (rules_foreign.go): plans of several components in one
+	// batch must not create a FORWARD chain twice, nor delete a table
+	// another plan writes into.
+	iptables map[nftables.TableFamily]*iptablesUse
+	extra    []extraAttrs // attributes google/nftables cannot encode, appended to messages
+	err      error
 }
 
 // extraAttrs are netlink attributes appended to message i of the batch:

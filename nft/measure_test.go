@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/portmap"
 )
@@ -51,13 +52,7 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cpu := func() time.Duration {
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	cpu := func() time.Duration { return nfttest.ProcessCPU(t) }
 	measure := func(op func(r int) error, after func(r int) error) (wall, proc time.Duration) {
 		var ws, cs []time.Duration
 		for r := range rounds {
@@ -94,13 +89,16 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 
 // TestLiveMeasureGrowth is a measurement, not an assertion: for masq,
 // portmap and firewall, the process CPU (user+system: our work and the
-// kernel's in our syscalls) of a new owner's Setup and of its Teardown,
+// kernel's in our syscalls) of a new owner's Setup, of its CHECK (portmap
+// and firewall) and of its Teardown,
 // with no other owner and with NFTCNI_MEASURE_OWNERS (default 1000)
 // owners in the tables, each owner holding what a bridge attachment with
 // ipMasq, one port mapping and the firewall's same-bridge policy holds
 // (portmap: route_localnet on the interface towards the containers,
 // shared by all; portmap and firewall: accepts in iptables-nft's FORWARD
-// chain, which the kernel's nft_compat and xt_conntrack make them create).
+// chain, which the kernel's nft_compat and xt_conntrack make them create,
+// as on a host where iptables can be used, whether or not this one has an
+// iptables program: foreign.Use).
 // Medians of 30 rounds; run with
 // NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureGrowth ./nft
 // NFTCNI_MEASURE_ONLY=firewall measures one component;
@@ -123,39 +121,39 @@ func TestLiveMeasureGrowth(t *testing.T) {
 	owner := func(i int) nft.Owner {
 		return nft.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
 	}
+	pmSpec := func(i int) portmap.Spec {
+		p := prefix(i)
+		return portmap.Spec{Owner: owner(i),
+			Mappings:  []portmap.Mapping{{HostPort: uint16(1024 + i), Proto: unix.IPPROTO_TCP, Target: netip.AddrPortFrom(p.Addr(), 80)}},
+			Hairpin:   []netip.Prefix{p},
+			Localhost: []netip.Addr{p.Addr()},
+			Localnet:  []string{"pm0"}}
+	}
+	fwAttachment := func(i int) firewall.Attachment {
+		return firewall.Attachment{Owner: owner(i), Addrs: []netip.Addr{prefix(i).Addr()}, Bridge: "br0", Policy: firewall.PolicySameBridge}
+	}
 	type component struct {
 		name            string
 		setup, teardown func(ns *netns.NS, i int) error
+		check           func(ns *netns.NS, i int) error // nil: not measured
 	}
 	comps := []component{
 		{"masq",
 			func(ns *netns.NS, i int) error { return masq.Setup(ns, owner(i), []netip.Prefix{prefix(i)}) },
-			func(ns *netns.NS, i int) error { return masq.Teardown(ns, owner(i)) }},
+			func(ns *netns.NS, i int) error { return masq.Teardown(ns, owner(i)) }, nil},
 		{"portmap",
-			func(ns *netns.NS, i int) error {
-				p := prefix(i)
-				return portmap.Setup(ns, portmap.Spec{Owner: owner(i),
-					Mappings:  []portmap.Mapping{{HostPort: uint16(1024 + i), Proto: unix.IPPROTO_TCP, Target: netip.AddrPortFrom(p.Addr(), 80)}},
-					Hairpin:   []netip.Prefix{p},
-					Localhost: []netip.Addr{p.Addr()},
-					Localnet:  []string{"pm0"}})
-			},
-			func(ns *netns.NS, i int) error { _, err := portmap.Teardown(ns, owner(i), nil); return err }},
+			func(ns *netns.NS, i int) error { return portmap.Setup(ns, pmSpec(i)) },
+			func(ns *netns.NS, i int) error { _, err := portmap.Teardown(ns, owner(i), nil); return err },
+			func(ns *netns.NS, i int) error { return portmap.Check(ns, pmSpec(i)) }},
 		{"firewall",
-			func(ns *netns.NS, i int) error {
-				return firewall.Setup(ns, firewall.Attachment{Owner: owner(i), Addrs: []netip.Addr{prefix(i).Addr()},
-					Bridge: "br0", Policy: firewall.PolicySameBridge})
-			},
-			func(ns *netns.NS, i int) error { return firewall.Teardown(ns, owner(i), nil) }},
+			func(ns *netns.NS, i int) error { return firewall.Setup(ns, fwAttachment(i)) },
+			func(ns *netns.NS, i int) error { return firewall.Teardown(ns, owner(i), nil) },
+			func(ns *netns.NS, i int) error { return firewall.Check(ns, fwAttachment(i)) }},
 	}
-	cpu := func() time.Duration {
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	cpu := func() time.Duration { return nfttest.ProcessCPU(t) }
+	reachable := foreign.IptablesReachable
+	foreign.IptablesReachable = func() bool { return true }
+	t.Cleanup(func() { foreign.IptablesReachable = reachable })
 	if os.Getenv("NFTCNI_MEASURE_NO_IPTABLES") != "" {
 		saved := foreign.Iptables
 		foreign.Iptables = nil
@@ -173,7 +171,7 @@ func TestLiveMeasureGrowth(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var su, td []time.Duration
+			var su, td, ck []time.Duration
 			for r := range rounds {
 				i := owners + 1 + r
 				c0 := cpu()
@@ -181,12 +179,18 @@ func TestLiveMeasureGrowth(t *testing.T) {
 					t.Fatal(err)
 				}
 				c1 := cpu()
+				if c.check != nil {
+					if err := c.check(ns, i); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c2 := cpu()
 				if err := c.teardown(ns, i); err != nil {
 					t.Fatal(err)
 				}
-				su, td = append(su, c1-c0), append(td, cpu()-c1)
+				su, ck, td = append(su, c1-c0), append(ck, c2-c1), append(td, cpu()-c2)
 			}
-			t.Logf("%-8s %5d owners: Setup CPU %v, Teardown CPU %v", c.name, n, median(su), median(td))
+			t.Logf("%-8s %5d owners: Setup CPU %v, Teardown CPU %v, Check CPU %v", c.name, n, nfttest.Median(su), nfttest.Median(td), nfttest.Median(ck))
 		}
 	}
 }

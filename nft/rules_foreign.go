@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -32,7 +33,7 @@ import (
 //     it holds nothing else (BareIptablesFilter): a table that filters
 //     nothing and that iptables cannot tell from no table.
 
-// ChainExists reports whether chain ch exists. Unlike// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
+// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
 // reads a missing chain as empty, it tells an empty chain from none.
 func (tx *Tx) ChainExists(ch *nftables.Chain) (bool, error) { return tx.c.chainExists(ch) }
 
@@ -60,6 +61,14 @@ func (b *Batch) InsertForeignRule(r *nftables.Rule, tag string) {
 	if len(tag) > MaxCommentLen {
 		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
 		return
+	}
+	if isIptablesFilter(r.Table) {
+		u := b.iptablesUse(r.Table.Family)
+		if u.deleted {
+			b.fail(fmt.Errorf("nftables: a rule into %s %s after this batch deleted the table", familyName(r.Table.Family), r.Table.Name))
+			return
+		}
+		u.written = true
 	}
 	r.UserData = RuleUserData(tag)
 	b.rec.InsertRule(r)
@@ -100,11 +109,18 @@ func IptablesForward(fam nftables.TableFamily) *nftables.Chain {
 // batch fails rather than touch it (re-sending an existing base chain
 // would reset its policy). The table is sent only when the caller saw it
 // missing in the same Update; the generation guard makes sure it still is.
+// A batch creates it once: plans of several components in one batch
+// (nft.Plan: the firewall's and portmap's) each find it missing.
 func (b *Batch) CreateIptablesForward(fam nftables.TableFamily, addTable bool) {
 	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
 		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
 		return
 	}
+	u := b.iptablesUse(fam)
+	if u.created {
+		return // another plan of this batch creates it
+	}
+	u.created, u.written = true, true
 	ch := IptablesForward(fam)
 	if addTable {
 		b.rec.AddTable(ch.Table)
@@ -165,14 +181,44 @@ func (tx *Tx) BareIptablesFilter(fam nftables.TableFamily) (bool, error) {
 // DeleteIptablesFilter deletes iptables-nft's filter table of family fam,
 // which the caller saw bare (Tx.BareIptablesFilter) in the same Update and
 // whose FORWARD chain's last rules — ours — the same batch deletes: what
-// CreateIptablesForward made, once nothing of anyone's is left in it.
+// CreateIptablesForward made, once nothing of anyone's is left in it. Not
+// when another plan of the same batch creates it or puts rules into it;
+// and a rule into it after its deletion fails the batch.
 func (b *Batch) DeleteIptablesFilter(fam nftables.TableFamily) {
 	if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 {
 		b.fail(fmt.Errorf("nftables: iptables-nft has no filter table in family %s", familyName(fam)))
 		return
 	}
+	u := b.iptablesUse(fam)
+	if u.written {
+		return // another plan of this batch puts rules into it
+	}
+	u.deleted = true
 	b.rec.DelTable(IptablesForward(fam).Table)
 	b.n++
+}
+
+// iptablesUse is what a batch does to iptables-nft's filter table of one
+// family.
+type iptablesUse struct {
+	created bool // its FORWARD chain (CreateIptablesForward)
+	written bool // created, or rules inserted (InsertForeignRule)
+	deleted bool // the table (DeleteIptablesFilter)
+}
+
+func (b *Batch) iptablesUse(fam nftables.TableFamily) *iptablesUse {
+	if b.iptables == nil {
+		b.iptables = map[nftables.TableFamily]*iptablesUse{}
+	}
+	if b.iptables[fam] == nil {
+		b.iptables[fam] = &iptablesUse{}
+	}
+	return b.iptables[fam]
+}
+
+// isIptablesFilter reports whether t is iptables-nft's filter table.
+func isIptablesFilter(t *nftables.Table) bool {
+	return (t.Family == nftables.TableFamilyIPv4 || t.Family == nftables.TableFamilyIPv6) && t.Name == IptablesForward(t.Family).Table.Name
 }
 
 // ChainRule is a rule read by Tx.AllRules, with its chain.
@@ -204,4 +250,48 @@ func (tx *Tx) AllRules() ([]ChainRule, error) {
 		})
 	}
 	return out, nil
+}
+
+// iptablesTableNames are the tables iptables-nft keeps, in family ip and
+// ip6, and iptablesChainNames the names it gives their base chains.
+var (
+	iptablesTableNames = []string{"filter", "nat", "mangle", "raw", "security"}
+	iptablesChainNames = []string{"FORWARD", "INPUT", "OUTPUT", "PREROUTING", "POSTROUTING"}
+)
+
+// IptablesInUse reports whether iptables-nft has a table in ns: an ip or
+// ip6 table named as one of iptables' (filter, nat, mangle, raw,
+// security) that holds a chain named as one of its built-in chains
+// (FORWARD, INPUT, …). Someone's native `table ip nat` with lowercase
+// chains, like the tables of a distribution's /etc/nftables.conf, is not
+// iptables-nft's. One table dump, and a chain by name for a table whose
+// name matches.
+func (tx *Tx) IptablesInUse() (bool, error) { return tx.c.iptablesInUse() }
+
+// IptablesInUse is Tx.IptablesInUse outside an Update (CHECK).
+func (c *Conn) IptablesInUse() (bool, error) { return c.iptablesInUse() }
+
+func (c *Conn) iptablesInUse() (bool, error) {
+	msgs, err := c.request(unix.NFT_MSG_GETTABLE, unix.AF_UNSPEC, netlink.Dump, nil)
+	if err != nil {
+		return false, fmt.Errorf("reading tables: %w", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type != msgType(unix.NFT_MSG_NEWTABLE) || len(m.Data) < 4 {
+			continue
+		}
+		fam := nftables.TableFamily(m.Data[0])
+		name := nlString(m.Data[4:], unix.NFTA_TABLE_NAME)
+		if fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6 || !slices.Contains(iptablesTableNames, name) {
+			continue
+		}
+		t := &nftables.Table{Family: fam, Name: name}
+		for _, ch := range iptablesChainNames {
+			ok, err := c.chainExists(&nftables.Chain{Table: t, Name: ch})
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+	}
+	return false, nil
 }

@@ -80,13 +80,22 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
+	if err := c.Apply(t.Plan(owner, want, record, takeOver, what)); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns.
+func (t *TaggedTable) Plan(owner Owner, want map[*nftables.Set][]Element, record string,
+	takeOver func(s *nftables.Set, e Element) bool, what string) Plan {
 	owners := OwnersSet(t.Table)
-	err = c.UpdateLookupsFirst(func(tx *Tx, slowOnly bool, lookups *bool) error {
+	return Plan{What: what, Needs: t.Needs, Run: func(tx *Tx, slowOnly bool, lookups *bool) error {
 		r, err := tx.ReadOwner(t.Table, owner, slowOnly, t.Recompute)
 		if err != nil {
 			return err
 		}
-		*lookups = r.Lookups()
+		*lookups = *lookups || r.Lookups()
 		b := tx.Batch()
 		b.AddTable(t.Table)
 		if err := tx.EnsureChain(t.Chain); err != nil {
@@ -128,11 +137,7 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 		// Markers are always looked up, never dumped.
 		b.ReplaceLookedUp(owners, r.Markers, []Element{owner.MarkerWith(record)}, func(Element) bool { return true })
 		return nil
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, c.Explain(err, t.Needs...))
-	}
-	return nil
+	}}
 }
 
 // errSlowPath stops a fast-path plan that found it cannot decide alone;

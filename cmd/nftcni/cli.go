@@ -35,6 +35,10 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
                              networks sharing a bridge with overlapping ranges) offline
   run [--net NAME]... [--ifname-prefix P] -- CMD [ARG...]
                              run CMD in a throwaway namespace attached to the networks
+  reload [-v] [-watch-firewalld]
+                             re-create the nftables state (port mappings, masquerade,
+                             firewall accepts) of every running container after the
+                             ruleset was flushed or firewalld reloaded
   handback [-v]              before replacing nftcni with the reference plugins: write every
                              cached attachment's state in their layout, then remove ours
 
@@ -78,6 +82,8 @@ func cli(args []string) int {
 		err = cmdValidate(args[1:], os.Stdout)
 	case "run":
 		err = cmdRun(args[1:], os.Stderr)
+	case "reload":
+		err = cmdReload(args[1:], os.Stdout, os.Stderr)
 	case "handback":
 		err = cmdHandback(args[1:], os.Stdout, os.Stderr)
 	case "help", "-h", "--help":

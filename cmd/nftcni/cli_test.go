@@ -149,7 +149,7 @@ func newCLI(t *testing.T) *cliEnv {
 	return c
 }
 
-var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true, "list": true}
+var runtimeCommands = map[string]bool{"add": true, "check": true, "del": true, "gc": true, "status": true, "validate": true, "run": true, "list": true, "reload": true}
 
 func (c *cliEnv) conf(name, content string) {
 	c.t.Helper()

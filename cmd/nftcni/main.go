@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/reapply"
 )
 
 // The plugin_*.go files register the plugins, each behind a build tag
@@ -18,6 +19,34 @@ import (
 func register(p *cni.Plugin) { cni.Register(p) }
 
 func pluginNames() []string { return cni.Registered() }
+
+// reappliers are the plugins that keep host nftables state, with what
+// re-creates it for `nftcni reload` (package reapply): registered by the
+// plugin files next to the plugins, under the same build tags. A fixed
+// array, not a map: every plugin exec runs the registrations, and they
+// must not allocate (startpath_test.go); reapplyRegistry makes the map
+// when a reload needs it.
+var reappliers struct {
+	n  int
+	of [16]struct {
+		name string
+		f    reapply.Func
+	}
+}
+
+func registerReapply(name string, f reapply.Func) {
+	reappliers.of[reappliers.n].name, reappliers.of[reappliers.n].f = name, f
+	reappliers.n++
+}
+
+// reapplyRegistry is every registered reapplier.
+func reapplyRegistry() reapply.Registry {
+	reg := reapply.Registry{}
+	for _, r := range reappliers.of[:reappliers.n] {
+		reg[r.name] = r.f
+	}
+	return reg
+}
 
 // subcommands are words a plugin binary takes as its first argument instead
 // of being a plugin, keyed "<plugin> <word>" ("dhcp daemon"); the plugin

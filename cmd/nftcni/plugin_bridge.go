@@ -6,5 +6,6 @@ import "github.com/nftcni/nftcni/plugins/bridge"
 
 func init() {
 	register(bridge.Plugin)
+	registerReapply(bridge.Plugin.Name, bridge.Reapply)
 	registerHandback(bridge.Plugin.Name, bridge.Handback)
 }

@@ -6,5 +6,6 @@ import "github.com/nftcni/nftcni/plugins/firewall"
 
 func init() {
 	register(firewall.Plugin)
+	registerReapply(firewall.Plugin.Name, firewall.Reapply)
 	registerHandback(firewall.Plugin.Name, firewall.Handback)
 }

@@ -6,5 +6,6 @@ import "github.com/nftcni/nftcni/plugins/ptp"
 
 func init() {
 	register(ptp.Plugin)
+	registerReapply(ptp.Plugin.Name, ptp.Reapply)
 	registerHandback(ptp.Plugin.Name, ptp.Handback)
 }

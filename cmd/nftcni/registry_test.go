@@ -1,8 +1,12 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,4 +89,73 @@ func gcTable(t *testing.T) map[string][3]string {
 		}
 	}
 	return rows
+}
+
+// nftComponents are the packages that keep host nftables state: a plugin
+// that uses one must have a reapplier, or `nftcni reload` would leave its
+// containers cut off after a ruleset reload.
+var nftComponents = []string{"nft/masq", "nft/macspoof", "nft/portmap", "nft/firewall", "nft/foreign"}
+
+// TestReloadCoversEveryNftablesPlugin: every plugin whose package (or a
+// package of plugins/internal it uses) imports an nftables component has a
+// reapplier registered with it, and every reapplier belongs to a
+// registered plugin.
+func TestReloadCoversEveryNftablesPlugin(t *testing.T) {
+	if vmtest.InGuest() {
+		t.Skip("reads the source tree, which the VM guest does not have; runs on the host")
+	}
+	const module = "github.com/nftcni/nftcni/"
+	imports := func(dir string) []string {
+		fset := token.NewFileSet()
+		files, err := filepath.Glob(filepath.Join("../..", dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range af.Imports {
+				if p, ok := strings.CutPrefix(strings.Trim(im.Path.Value, `"`), module); ok {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	var keeps func(pkg string, seen map[string]bool) bool
+	keeps = func(pkg string, seen map[string]bool) bool {
+		if seen[pkg] {
+			return false
+		}
+		seen[pkg] = true
+		for _, p := range imports(pkg) {
+			if slices.Contains(nftComponents, p) || strings.HasPrefix(p, "plugins/internal/") && keeps(p, seen) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range cni.Registered() {
+		dir := "plugins/" + strings.ReplaceAll(name, "-", "")
+		if _, err := os.Stat(filepath.Join("../..", dir)); err != nil {
+			continue // an IPAM plugin
+		}
+		if keeps(dir, map[string]bool{}) && reapplyRegistry()[name] == nil {
+			t.Errorf("plugin %s keeps host nftables state but has no reapplier (registerReapply in plugin_%s.go)", name, strings.ReplaceAll(name, "-", ""))
+		}
+	}
+	for name := range reapplyRegistry() {
+		if cni.Lookup(name) == nil {
+			t.Errorf("reapplier %s belongs to no registered plugin", name)
+		}
+	}
+	if len(reapplyRegistry()) == 0 {
+		t.Error("no reappliers registered")
+	}
 }

@@ -307,6 +307,24 @@ const AdminFilter = `table inet filter {
 }
 `
 
+// DebianDefault is the ruleset Debian's nftables package installs as
+// /etc/nftables.conf and loads at boot when nftables.service is enabled:
+// an `inet filter` table whose base chains accept everything.
+const DebianDefault = `flush ruleset
+
+table inet filter {
+	chain input {
+		type filter hook input priority filter;
+	}
+	chain forward {
+		type filter hook forward priority filter;
+	}
+	chain output {
+		type filter hook output priority filter;
+	}
+}
+`
+
 // Load feeds an nft script (KubeProxy, AdminFilter) to `nft -f -` in ns.
 func Load(t testing.TB, ns *netns.NS, script string) {
 	t.Helper()
@@ -373,6 +391,41 @@ func ruleset(t testing.TB, ns *netns.NS) []map[string]map[string]any {
 		t.Fatalf("nft -j list ruleset: %v", err)
 	}
 	return doc.Nftables
+}
+
+// Tables lists the tables of ns as nft names them ("ip filter",
+// "inet nftcni_masq"), in the kernel's order.
+func Tables(t testing.TB, ns *netns.NS) []string {
+	t.Helper()
+	var out []string
+	for _, obj := range ruleset(t, ns) {
+		if v, ok := obj["table"]; ok {
+			out = append(out, fmt.Sprint(v["family"], " ", v["name"]))
+		}
+	}
+	return out
+}
+
+// Compat lists the x_tables compat expressions (nft_compat's match and
+// target, which nft shows as xt) of every rule in ns, as "<table> <chain>
+// <match|target> <name>".
+func Compat(t testing.TB, ns *netns.NS) []string {
+	t.Helper()
+	var out []string
+	for _, obj := range ruleset(t, ns) {
+		r, ok := obj["rule"]
+		if !ok {
+			continue
+		}
+		exprs, _ := r["expr"].([]any)
+		for _, e := range exprs {
+			m, _ := e.(map[string]any)
+			if xt, ok := m["xt"].(map[string]any); ok {
+				out = append(out, fmt.Sprint(r["family"], " ", r["table"], " ", r["chain"], " ", xt["type"], " ", xt["name"]))
+			}
+		}
+	}
+	return out
 }
 
 // OursInOthers counts the rules in tables not ours (not nftcni_*) whose

@@ -45,6 +45,9 @@ var rules = map[string][]string{
 	"ipam/dhcp":        {"cni", "crashpoint"},
 	"ipam/dhcp/daemon": {"cni", "crashpoint", "ipam/dhcp/...", "netlinkx", "netns", "atomicfile"},
 	"cniruntime":       {"cni", "netns", "atomicfile"},
+	// Re-creating attachments' nftables state from the result cache: the
+	// plugins' parts are handed in (reapply.Registry), never imported.
+	"reapply": {"cni", "cniruntime", "nft"},
 	// Leaves: a wire format, a file format, a lock.
 	"ipam/dhcp/gorpc":           {},
 	"ipam/hostlocal/ownerlink":  {},

@@ -46,8 +46,12 @@ type built struct {
 //
 // Plugins never see the machine's system bus: the process's
 // DBUS_SYSTEM_BUS_ADDRESS points nowhere (privtest.HideSystemBus), and so
-// does every exec'd plugin's unless the call's Extra names a bus.
+// does every exec'd plugin's unless the call's Extra names a bus. A test
+// binary started as a trampoline of HidingDir execs the plugin instead.
 func Main(m *testing.M) {
+	if code, ok := hidden(); ok {
+		os.Exit(code)
+	}
 	privtest.HideSystemBus()
 	// A trace context inherited from the shell would reach every plugin
 	// and mark its errors with the trace ID (cni.TraceID), which tests

@@ -156,6 +156,9 @@ type Attachment struct {
 	// with policy drop) that get the addresses' accepts too, besides
 	// iptables-nft's FORWARD chains.
 	AcceptChains []foreign.Chain
+	// Iptables says when iptables-nft's FORWARD chains get the accepts
+	// (the zero value: where iptables can be used, see foreign.Use).
+	Iptables foreign.Use
 }
 
 // chains are the foreign chains a's accepts go to.
@@ -286,31 +289,48 @@ func describe(a Attachment) string {
 // consulted first, and that a's bridge is policed as asked. A Setup of the
 // same owner replaces what it set up before; repeating it writes nothing.
 func Setup(ns *netns.NS, a Attachment) error {
-	what := "adding firewall rules for " + describe(a)
-	want, err := wanted(a)
+	p, err := Plan(a)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	admin := adminChain(a.AdminChain)
-	if ReservedChain(admin.Name) {
-		return fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+		return err
 	}
 	c, err := nft.Open(ns)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", p.What, err)
 	}
 	defer c.Close()
+	if err := c.Apply(p); err != nil {
+		return fmt.Errorf("%s: %w", p.What, err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
+func Plan(a Attachment) (nft.Plan, error) {
+	what := "adding firewall rules for " + describe(a)
+	want, err := wanted(a)
+	if err != nil {
+		return nft.Plan{}, fmt.Errorf("%s: %w", what, err)
+	}
+	admin := adminChain(a.AdminChain)
+	if ReservedChain(admin.Name) {
+		return nft.Plan{}, fmt.Errorf("%s: admin chain name %q is one of the firewall's own chains", what, admin.Name)
+	}
 	tag := a.Owner.Tag()
-	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
-		// fast: the owner has no marker, so no claims (bookkeeping.go).
-		fast := false
+	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+		// fast: the owner has no marker, so no claims; same: its marker
+		// records exactly this Setup, so its claims are these
+		// (bookkeeping.go).
+		fast, same := false, false
 		if !slowOnly {
 			ok, marks, err := counted(tx, a.Owner)
 			if err != nil {
 				return err
 			}
 			fast = ok && len(marks) == 0
-			*lookups = fast
+			if rec, has := a.Owner.Record(marks); ok && has && len(marks) == 1 && rec == record(a) {
+				same = true
+			}
+			*lookups = *lookups || fast || same
 		}
 		b := tx.Batch()
 		b.AddTable(table)
@@ -334,11 +354,17 @@ func Setup(ns *netns.NS, a Attachment) error {
 		// other owners' chains either: they are written and removed in
 		// the same batches as its claims.
 		owned := false
-		if fast {
+		switch {
+		case fast:
 			if err := setupFast(tx, a, want); err != nil {
 				return err
 			}
-		} else {
+		case same:
+			if err := setupSame(tx, want); err != nil {
+				return err
+			}
+			owned, changed[owners4], changed[owners6] = true, false, false
+		default:
 			left := map[*nftables.Set][]nft.Element{}
 			for _, cs := range claimSets {
 				ch, had, l, err := cs.plan(tx, want[cs.set], a.Owner.OwnedBy, tag)
@@ -354,7 +380,22 @@ func Setup(ns *netns.NS, a Attachment) error {
 		}
 		accepts := a.accepts()
 		mark := foreign.Mark{Owner: a.Owner}
+		protect, err := protects(tx, a)
+		if err != nil {
+			return err
+		}
 		for _, ch := range a.chains() {
+			if ch.Iptables && !protect {
+				// None wanted there. An owner with claims may have
+				// rules there from an ADD with another rule or
+				// config: removed.
+				if owned {
+					if _, err := foreign.Remove(tx, ch, mark); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			// iptables-nft's chains, which every Teardown cleans, are
 			// not read for an owner without claims (every first ADD).
 			// A named chain may hold rules a Teardown with another
@@ -374,11 +415,17 @@ func Setup(ns *netns.NS, a Attachment) error {
 			}
 		}
 		return nil
-	}, fellBack)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	return nft.Plan{What: what, Run: run, Retry: fellBack}, nil
+}
+
+// protects reports whether a's accepts go into iptables-nft's FORWARD
+// chains (foreign.Use); asked only when a has accepts.
+func protects(r foreign.Reader, a Attachment) (bool, error) {
+	if len(a.Addrs) == 0 {
+		return false, nil
+	}
+	return a.Iptables.Protects(r)
 }
 
 // fellBack counts a lookup path's failure (lookupRuns); the Update then
@@ -562,8 +609,16 @@ func Check(ns *netns.NS, a Attachment) error {
 				return err
 			}
 		}
+		protect, err := protects(tx, a)
+		if err != nil {
+			return err
+		}
 		for _, ch := range a.chains() {
-			if err := foreign.Check(tx, ch, foreign.Mark{Owner: a.Owner}, a.accepts()); err != nil {
+			want := a.accepts()
+			if ch.Iptables && !protect {
+				want = nil
+			}
+			if err := foreign.Check(tx, ch, foreign.Mark{Owner: a.Owner}, want); err != nil {
 				return err
 			}
 		}

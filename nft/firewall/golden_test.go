@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,22 @@ import (
 // `go test ./nft/firewall -run Golden -update` and review the diff.
 
 var sample, other = nfttest.Sample, nfttest.Other
+
+// The package's tests are about what Setup does where iptables can be
+// used and, pinned otherwise (noIptables), where it cannot (foreign.Use):
+// the machine they run on, with or without an iptables program, must not
+// decide which.
+func TestMain(m *testing.M) {
+	foreign.IptablesReachable = func() bool { return true }
+	os.Exit(m.Run())
+}
+
+// noIptables makes the test's host one without an iptables program.
+func noIptables(t *testing.T) {
+	saved := foreign.IptablesReachable
+	foreign.IptablesReachable = func() bool { return false }
+	t.Cleanup(func() { foreign.IptablesReachable = saved })
+}
 
 // use points the package at a fake nf_tables starting from st.
 func use(t *testing.T, st nfttest.State) *nfttest.Fake {
@@ -197,8 +214,16 @@ func createNotes(fam string) []string {
 // later (Docker starting after the container) keeps the rules.
 func TestGoldenSetupFresh(t *testing.T) {
 	f := run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, sampleAttachment) })
+	tag := sample.Tag()
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(),
+		createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
+}
+
+// freshNotes are the elements of sampleAttachment's Setup on a host
+// without our table.
+func freshNotes() []string {
 	tag, i := sample.Tag(), id(sample)
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, []string{
+	return []string{
 		adminJumpNote,
 		`nft add element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" comment "` + tag + `" }`,
 		`nft add element inet nftcni_firewall allow4 { 10.1.0.5 comment "` + tag + `" }`,
@@ -211,7 +236,45 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
 		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
 		markerNote("add", sample, sampleRecord),
-	}, createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
+	}
+}
+
+// On an nftables-only host — no iptables program, no table of
+// iptables-nft's, the distribution's inet filter — Setup creates nothing
+// of iptables-nft's (foreign.Use): setup_fresh without the filter tables,
+// and no chain of others read.
+func TestGoldenSetupNoIptables(t *testing.T) {
+	noIptables(t)
+	st := nfttest.State{Gen: 7, Tables: map[string]bool{"inet filter": true}, Chains: map[string][]string{"inet filter forward": nil}}
+	f := run(t, st, func() error { return Setup(nil, sampleAttachment) })
+	nfttest.Golden(t, "setup_no_iptables", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes()))
+	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
+		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
+	}
+}
+
+// Without an iptables program, a table of iptables-nft's (made by an
+// iptables the plugin cannot see: kube-proxy's, in its container) keeps
+// the accepts where they are: the repeated Setup writes what setup_again
+// does.
+func TestGoldenSetupIptablesTableOnly(t *testing.T) {
+	noIptables(t)
+	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
+}
+
+// iptablesForwardAccepts "never": an owner's repeated Setup removes its
+// accepts from iptables-nft's FORWARD chains, and nothing else there.
+func TestGoldenSetupNever(t *testing.T) {
+	a := sampleAttachment
+	a.Iptables = foreign.UseNever
+	f := run(t, existing(), func() error { return Setup(nil, a) })
+	nfttest.Golden(t, "setup_never", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
+		`nft delete rule ip filter FORWARD handle 5`,
+		`nft delete rule ip filter FORWARD handle 6`,
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		`nft delete rule ip6 filter FORWARD handle 3`,
+	}))
 }
 
 // An iptables-nft filter table holding only INPUT (iptables-nft makes its
@@ -239,10 +302,24 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 }
 
 // Repeating a Setup re-asserts the static objects (no-ops for the kernel)
-// and writes no rule and no element, in our table or the foreign chain.
+// and writes no rule and no element, in our table or the foreign chain;
+// its marker recording the same Setup, it reads no claim set whole (a
+// reload of every attachment would cost in proportion to their number
+// squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
 	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
+	for _, r := range f.Reads {
+		if strings.HasPrefix(r, "dump ") {
+			t.Errorf("repeated Setup read %s", r)
+		}
+	}
+	moved := sampleAttachment
+	moved.Addrs = moved.Addrs[:1]
+	f = run(t, existing(), func() error { return Setup(nil, moved) })
+	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
+		t.Errorf("a Setup with other addresses did not read the claims: %v", f.Reads)
+	}
 }
 
 // With iptables-nft FORWARD chains, a new attachment's rules go to their
@@ -558,6 +635,48 @@ func TestCheck(t *testing.T) {
 				t.Errorf("Check sent %d batches", len(f.Batches))
 			}
 		})
+	}
+}
+
+// Where ADD puts no accepts into iptables-nft's chains (foreign.Use),
+// CHECK wants none there; where it does, it wants them.
+func TestCheckIptablesUse(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		edit    func(*nfttest.State)
+		use     foreign.Use
+		program bool // an iptables program on the host
+		want    string
+	}{
+		{"no iptables", withoutIptables, foreign.UseAuto, false, ""},
+		{"no iptables program, but its table", func(*nfttest.State) {}, foreign.UseAuto, false, ""},
+		{"no iptables program, its table without our rules", func(s *nfttest.State) { s.Chains["ip filter FORWARD"] = []string{"docker"} }, foreign.UseAuto, false,
+			"chain ip filter FORWARD: 0 accept rules of this attachment, want 2"},
+		{"always", withoutIptables, foreign.UseAlways, false, "chain ip filter FORWARD not found: want 2 accept rules of this attachment there"},
+		{"never", func(*nfttest.State) {}, foreign.UseNever, true, "chain ip filter FORWARD: 2 accept rules of this attachment, want 0"},
+		{"never, none there", withoutIptables, foreign.UseNever, true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.program {
+				noIptables(t)
+			}
+			st := existing()
+			tt.edit(&st)
+			use(t, st)
+			a := sampleAttachment
+			a.Iptables = tt.use
+			if got := errText(Check(nil, a)); got != tt.want {
+				t.Errorf("Check = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// withoutIptables removes iptables-nft's tables from s.
+func withoutIptables(s *nfttest.State) {
+	for _, fam := range []string{"ip", "ip6"} {
+		delete(s.Tables, fam+" filter")
+		delete(s.Chains, fam+" filter FORWARD")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
@@ -319,6 +320,52 @@ func TestLiveForeignChain(t *testing.T) {
 	ch, err = g.ListChain(filter.Table, "FORWARD")
 	if err != nil || ch.Policy == nil || *ch.Policy != nftables.ChainPolicyDrop {
 		t.Errorf("FORWARD chain after Teardown: %+v %v", ch, err)
+	}
+}
+
+// Where iptables cannot be used (foreign.Use), Setup and its repetition
+// create nothing of iptables-nft's and CHECK passes; an attachment whose
+// configuration then says "never" loses its accepts there on its next
+// Setup, and iptables-nft's table made for them goes with them.
+func TestLiveWithoutIptables(t *testing.T) {
+	noIptables(t)
+	ns := privtest.NewNS(t)
+	c := dial(t, ns)
+	ipFilter := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}
+	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5")}
+	for range 2 {
+		if err := Setup(ns, a); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.IptablesInUse(); err != nil || ok {
+			t.Errorf("iptables-nft has a table after Setup: %v %v", ok, err)
+		}
+	}
+	if err := Check(ns, a); err != nil {
+		t.Error(err)
+	}
+	b := Attachment{Owner: nft.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Addrs: addrs("10.99.0.6"), Iptables: foreign.UseAlways}
+	if err := Setup(ns, b); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.TableExists(ipFilter); err != nil || !ok {
+		t.Fatalf("ip filter after an \"always\" Setup: %v %v", ok, err)
+	}
+	b.Iptables = foreign.UseNever
+	if err := Setup(ns, b); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.TableExists(ipFilter); err != nil || ok {
+		t.Errorf("ip filter after the owner's \"never\" Setup: %v %v, want it gone with its rules", ok, err)
+	}
+	if err := Check(ns, b); err != nil {
+		t.Error(err)
+	}
+	for _, o := range []nft.Owner{a.Owner, b.Owner} {
+		if err := Teardown(ns, o, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

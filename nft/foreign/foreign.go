@@ -15,7 +15,9 @@
 // So the firewall and portmap plugins put their attachments' accepts into
 // those chains themselves:
 //
-//   - the iptables-nft FORWARD chains (Iptables), always. When the chain
+//   - the iptables-nft FORWARD chains (Iptables), wherever iptables can
+//     be used on the host (Use, use.go: Setup callers ask Use.Protects;
+//     an nftables-only host gets nothing of iptables-nft's). When the chain
 //     does not exist, it is created — with its table if need be — exactly
 //     as iptables-nft creates it (type filter, hook forward, priority 0,
 //     policy accept), so that a DROP policy set later lands on a chain
@@ -56,6 +58,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -335,6 +338,7 @@ type Reader interface {
 	ChainExists(ch *nftables.Chain) (bool, error)
 	Rules(ch *nftables.Chain) ([]nft.Rule, error)
 	Require(f nft.Feature) error
+	IptablesInUse() (bool, error)
 }
 
 // creatable reports whether Sync creates c, an iptables-nft chain found
@@ -390,7 +394,7 @@ func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	}
 	var cur []nft.Rule // read only without the index, or to prune
 	if !indexOK || len(rules) == 0 {
-		if cur, err = tx.Rules(c.nft()); err != nil {
+		if cur, err = readChain(tx, c); err != nil {
 			return err
 		}
 		mine = nil
@@ -504,7 +508,7 @@ func Remove(tx *nft.Tx, c Chain, m Mark) (int, error) {
 		}
 		return len(mine), pruneIfOnly(tx, c, mine)
 	}
-	cur, err := tx.Rules(c.nft())
+	cur, err := readChain(tx, c)
 	if err != nil {
 		return 0, err
 	}
@@ -575,9 +579,23 @@ func chainOf(ch *nftables.Chain) Chain {
 	return Chain{Table: ch.Table, Name: ch.Name}
 }
 
+// readChain reads c's rules, whose number is everyone's: what the index
+// spares.
+func readChain(r Reader, c Chain) ([]nft.Rule, error) {
+	chainReads.Add(1)
+	return r.Rules(c.nft())
+}
+
+// chainReads counts the chains read whole: tests check with it that Sync,
+// Remove and Check took the index.
+var chainReads atomic.Int64
+
 // Check verifies that m has in c as many rules as Sync(want) gives it.
 // A missing iptables-nft chain that Sync would have created fails too:
-// the attachment would lose its traffic to a DROP policy set later.
+// the attachment would lose its traffic to a DROP policy set later. Read
+// inside an Update (r a *nft.Tx), m's rules are found through the index
+// when it is right, as by Sync and Remove; otherwise, and outside one,
+// the chain is read and m's rules counted.
 func Check(r Reader, c Chain, m Mark, want []Accept) error {
 	n := len(c.encode(want))
 	exists, err := r.ChainExists(c.nft())
@@ -600,7 +618,16 @@ func Check(r Reader, c Chain, m Mark, want []Accept) error {
 		}
 		return nil
 	}
-	cur, err := r.Rules(c.nft())
+	if tx, ok := r.(*nft.Tx); ok && n > 0 {
+		_, handles, ok, err := indexed(tx, c, m)
+		if err != nil {
+			return err
+		}
+		if ok && len(handles) == n {
+			return nil
+		}
+	}
+	cur, err := readChain(r, c)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,10 @@ package foreign
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/nftables"
@@ -44,6 +48,7 @@ type stub struct {
 	tables map[string]bool // "ip filter"
 	chains map[string]bool // "ip filter INPUT"
 	xt     error
+	inUse  bool // iptables-nft has a table
 }
 
 func (s stub) TableExists(t *nftables.Table) (bool, error) {
@@ -57,6 +62,8 @@ func (s stub) ChainExists(ch *nftables.Chain) (bool, error) {
 func (stub) Rules(*nftables.Chain) ([]nft.Rule, error) { return nil, nil }
 
 func (s stub) Require(nft.Feature) error { return s.xt }
+
+func (s stub) IptablesInUse() (bool, error) { return s.inUse, nil }
 
 // When a missing iptables-nft FORWARD chain is created.
 func TestCreatable(t *testing.T) {
@@ -100,5 +107,66 @@ func TestMark(t *testing.T) {
 	stale := Of("portmap", func(c string) bool { return nft.Stale(c, "net1", nil) })
 	if !stale(pm.comment()) || stale(fw.comment()) {
 		t.Error("Of does not narrow to the component")
+	}
+}
+
+// The rule for iptables-nft's FORWARD chains: the key's values, and auto's
+// two conditions.
+func TestUse(t *testing.T) {
+	for _, tt := range []struct {
+		value          string
+		use            Use
+		err            bool
+		program, table bool
+		protects       bool
+	}{
+		{"", UseAuto, false, false, false, false},
+		{"auto", UseAuto, false, false, false, false},
+		{"auto", UseAuto, false, true, false, true},
+		{"auto", UseAuto, false, false, true, true},
+		{"always", UseAlways, false, false, false, true},
+		{"never", UseNever, false, true, true, false},
+		{"Always", UseAuto, true, false, false, false},
+		{"yes", UseAuto, true, false, false, false},
+	} {
+		u, err := ParseUse(tt.value)
+		if u != tt.use || (err != nil) != tt.err {
+			t.Errorf("ParseUse(%q) = %v, %v; want %v, error %v", tt.value, u, err, tt.use, tt.err)
+			continue
+		}
+		if err != nil {
+			if want := fmt.Sprintf(`%q: want "auto", "always" or "never"`, tt.value); err.Error() != want {
+				t.Errorf("ParseUse(%q): %q, want %q", tt.value, err, want)
+			}
+			continue
+		}
+		saved := IptablesReachable
+		IptablesReachable = func() bool { return tt.program }
+		got, err := u.Protects(stub{inUse: tt.table})
+		IptablesReachable = saved
+		if got != tt.protects || err != nil {
+			t.Errorf("%q with program %v, table %v: Protects = %v, %v; want %v", tt.value, tt.program, tt.table, got, err, tt.protects)
+		}
+	}
+}
+
+// An iptables program is found by name in $PATH's directories, as an
+// executable file; a directory or a file without an x bit is none.
+func TestIptablesPrograms(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Join(a, "iptables-nft"), 0o755}, {filepath.Join(b, "iptables"), 0o644}, {filepath.Join(b, "nft"), 0o755}} {
+		if err := os.WriteFile(f.path, nil, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(b, "ip6tables"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := IptablesPrograms(b + ":" + a + "::relative")
+	if !slices.Contains(got, filepath.Join(a, "iptables-nft")) || slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, b) }) {
+		t.Errorf("IptablesPrograms = %q, want %s/iptables-nft and nothing of %s", got, a, b)
 	}
 }

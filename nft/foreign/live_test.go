@@ -39,7 +39,7 @@ func update(t *testing.T, ns *netns.NS, fn func(tx *nft.Tx) error) {
 	}
 }
 
-func sync(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) {
+func syncAll(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) {
 	t.Helper()
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range chains {
@@ -74,8 +74,8 @@ func TestLiveIptablesSpelling(t *testing.T) {
 	hostfw.Require(t)
 	ours, theirs, dockerOnly := privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
 
-	sync(t, ours, Iptables, fwMark, fwWant)
-	sync(t, ours, Iptables, pmMark, pmRepeat)
+	syncAll(t, ours, Iptables, fwMark, fwWant)
+	syncAll(t, ours, Iptables, pmMark, pmRepeat)
 	hostfw.Commands(t, theirs, iptablesSpelling())
 	want := hostfw.IptablesSave(t, theirs)
 	hostfw.Diff(t, "iptables-save of our rules", want, hostfw.IptablesSave(t, ours))
@@ -133,8 +133,8 @@ func TestLiveNamedChains(t *testing.T) {
 	hostfw.Load(t, ns, "table ip fw { chain forwarding { type filter hook forward priority 10; policy drop; }; }")
 	before := hostfw.Others(t, ns)
 	inet, ip := mustParse(t, "inet filter forward"), mustParse(t, "ip fw forwarding")
-	sync(t, ns, []Chain{inet, ip}, fwMark, fwWant)
-	sync(t, ns, []Chain{inet, ip}, pmMark, pmWant)
+	syncAll(t, ns, []Chain{inet, ip}, fwMark, fwWant)
+	syncAll(t, ns, []Chain{inet, ip}, pmMark, pmWant)
 
 	fw, pm := fwMark.comment(), pmMark.comment()
 	want := map[string][]string{
@@ -234,8 +234,8 @@ func listRules(t *testing.T, ns *netns.NS, chain string) []string {
 func TestLivePrune(t *testing.T) {
 	hostfw.Require(t)
 	ns := privtest.NewNS(t)
-	sync(t, ns, Iptables, fwMark, fwWant)
-	sync(t, ns, Iptables, pmMark, pmWant)
+	syncAll(t, ns, Iptables, fwMark, fwWant)
+	syncAll(t, ns, Iptables, pmMark, pmWant)
 	update(t, ns, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
 			if _, err := Remove(tx, ch, fwMark); err != nil {
@@ -277,8 +277,9 @@ func TestLiveIndex(t *testing.T) {
 		disturb func(t *testing.T, ns *netns.NS)
 		indexed bool // Remove may use the index
 		kept    bool // the tables hold more than their FORWARD chain: kept
+		checks  bool // Check passes after the disturbance
 	}{
-		{"untouched", func(*testing.T, *netns.NS) {}, true, false},
+		{"untouched", func(*testing.T, *netns.NS) {}, true, false, true},
 		{"rules inserted again", func(t *testing.T, ns *netns.NS) {
 			for _, f := range fams {
 				out := hostfw.Run(t, ns, "", "nft", "-a", "list", "chain", f.fam, "filter", "FORWARD")
@@ -292,7 +293,7 @@ func TestLiveIndex(t *testing.T) {
 				}
 				insert(t, ns, f.fam, f.addr, fwMark.comment(), n)
 			}
-		}, false, false},
+		}, false, false, true},
 		{"iptables-save and iptables-restore", func(t *testing.T, ns *netns.NS) {
 			// iptables-restore makes the comments x_tables comment
 			// matches, and every rule gets a new handle.
@@ -302,7 +303,7 @@ func TestLiveIndex(t *testing.T) {
 			if save := hostfw.IptablesSave(t, ns); strings.Count(save, `"`+fwMark.comment()+`"`) != 4 {
 				t.Fatalf("after the round trip:\n%s", save)
 			}
-		}, false, true}, // iptables-restore adds INPUT and OUTPUT
+		}, false, true, true}, // iptables-restore adds INPUT and OUTPUT
 		{"table made again", func(t *testing.T, ns *netns.NS) {
 			for _, f := range fams {
 				hostfw.Run(t, ns, "", "nft", "delete", "table", f.fam, "filter")
@@ -311,18 +312,41 @@ func TestLiveIndex(t *testing.T) {
 				insert(t, ns, f.fam, f.addr, pmMark.comment(), 1)
 				insert(t, ns, f.fam, f.addr, fwMark.comment(), 3) // handles the index names, and one more
 			}
-		}, false, false},
+		}, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := privtest.NewNS(t)
-			sync(t, ns, Iptables, pmMark, pmWant)
-			sync(t, ns, Iptables, fwMark, fwWant)
+			syncAll(t, ns, Iptables, pmMark, pmWant)
+			syncAll(t, ns, Iptables, fwMark, fwWant)
 			before := indexHits.Load()
-			sync(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
+			syncAll(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
 			if indexHits.Load() == before {
 				t.Error("a repeated Sync did not find its rules through the index")
 			}
+			check := func() error {
+				c, err := nft.Open(ns)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				return c.Update(func(tx *nft.Tx) error {
+					for _, ch := range Iptables {
+						if err := Check(tx, ch, fwMark, fwWant); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			reads := chainReads.Load()
+			if err := check(); err != nil || chainReads.Load() != reads {
+				t.Errorf("Check: %v; %d chains read, want none (the index)", err, chainReads.Load()-reads)
+			}
 			tc.disturb(t, ns)
+			// A wrong index is not trusted: Check counts then.
+			if err := check(); (err == nil) != tc.checks {
+				t.Errorf("Check after the disturbance: %v, want it to pass: %v", err, tc.checks)
+			}
 			before = indexHits.Load()
 			remove := func(m Mark) {
 				update(t, ns, func(tx *nft.Tx) error {

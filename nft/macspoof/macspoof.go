@@ -96,18 +96,35 @@ var (
 // source MAC is not mac, owned by owner, in ns (nil: own namespace). It is
 // idempotent; a Setup of the same owner replaces its previous port and MAC.
 func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) error {
-	what := fmt.Sprintf("adding MAC spoof check for %s on %s", mac, hostIf)
-	want, err := elements(owner, hostIf, mac)
+	what, want, takeOver, err := setup(owner, hostIf, mac)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
+	}
+	return store.Setup(ns, owner, want, hostIf+" "+mac.String(), takeOver, what)
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
+func Plan(owner nft.Owner, hostIf string, mac net.HardwareAddr) (nft.Plan, error) {
+	what, want, takeOver, err := setup(owner, hostIf, mac)
+	if err != nil {
+		return nft.Plan{}, err
+	}
+	return store.Plan(owner, want, hostIf+" "+mac.String(), takeOver, what), nil
+}
+
+// setup is what Setup wants: its elements, and what it takes over besides
+// the owner's own elements from before — anyone's for this port (the first
+// 16 bytes of both sets' keys are the port name).
+func setup(owner nft.Owner, hostIf string, mac net.HardwareAddr) (what string, want map[*nftables.Set][]nft.Element,
+	takeOver func(*nftables.Set, nft.Element) bool, err error) {
+	what = fmt.Sprintf("adding MAC spoof check for %s on %s", mac, hostIf)
+	if want, err = elements(owner, hostIf, mac); err != nil {
+		return "", nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	port := nft.IfnameKey(hostIf)
-	// Besides the owner's own elements from before, anyone's for this port
-	// is taken over (the first 16 bytes of both sets' keys are the port
-	// name).
-	return store.Setup(ns, owner, want, hostIf+" "+mac.String(), func(_ *nftables.Set, e nft.Element) bool {
+	return what, want, func(_ *nftables.Set, e nft.Element) bool {
 		return len(e.Key) >= nft.IfnameLen && string(e.Key[:nft.IfnameLen]) == string(port)
-	}, what)
+	}, nil
 }
 
 // elements are owner's elements for hostIf and mac.

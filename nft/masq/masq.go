@@ -159,12 +159,34 @@ var (
 // previous addresses. With no addrs it only removes the owner's previous
 // addresses (and still makes sure the table exists).
 func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
-	what := "adding masquerade for " + describe(addrs)
-	want, err := elements(owner, addrs)
+	what, want, err := setup(owner, addrs)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
-	return store.Setup(ns, owner, want, record(addrs), func(s *nftables.Set, e nft.Element) bool { return sameAddress(s, e, want[s]) }, what)
+	return store.Setup(ns, owner, want, record(addrs), takeOver(want), what)
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
+func Plan(owner nft.Owner, addrs []netip.Prefix) (nft.Plan, error) {
+	what, want, err := setup(owner, addrs)
+	if err != nil {
+		return nft.Plan{}, err
+	}
+	return store.Plan(owner, want, record(addrs), takeOver(want), what), nil
+}
+
+func setup(owner nft.Owner, addrs []netip.Prefix) (what string, want map[*nftables.Set][]nft.Element, err error) {
+	what = "adding masquerade for " + describe(addrs)
+	if want, err = elements(owner, addrs); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return what, want, nil
+}
+
+// takeOver selects, besides the owner's own elements from before, the
+// elements for the addresses of want (sameAddress).
+func takeOver(want map[*nftables.Set][]nft.Element) func(*nftables.Set, nft.Element) bool {
+	return func(s *nftables.Set, e nft.Element) bool { return sameAddress(s, e, want[s]) }
 }
 
 // Teardown removes everything owner added. Nothing to remove is success,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 )
 
@@ -21,6 +23,14 @@ import (
 // with `go test ./nft/portmap -run Golden -update` and review the diff.
 
 var sample, other = nfttest.Sample, nfttest.Other
+
+// The package's tests are about what Setup does where iptables can be
+// used and, pinned otherwise, where it cannot (foreign.Use): the machine
+// they run on, with or without an iptables program, must not decide which.
+func TestMain(m *testing.M) {
+	foreign.IptablesReachable = func() bool { return true }
+	os.Exit(m.Run())
+}
 
 const tbl = "ip nftcni_portmap"
 
@@ -225,8 +235,20 @@ func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, 
 func TestGoldenSetupFresh(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), createNotes("ip"), []string{
+		acceptNote("6", "10.88.0.5", "80", sample),
+	}))
+	if d := f.Dumps(); len(d) != 0 {
+		t.Errorf("dumps %q of a table that does not exist", d)
+	}
+	wantWrites(t, writes, cni0Localnet+"=1")
+}
+
+// webFreshNotes are web's Setup on a host without our tables, up to the
+// accepts in iptables-nft's chains.
+func webFreshNotes() []string {
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
+	return nfttest.Cat(staticNotes4, ruleNotes4, hairpin24Notes, []string{
 		`nft add element ip nftcni_portmap ports { tcp . 8080 : 10.88.0.5 . 80 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpins { 10.88.0.5 : jump hairpin_24 comment "` + tag + `" }`,
 		`nft add element ip nftcni_portmap hairpin_local { 10.88.0.5 . 10.88.0.0 comment "` + tag + `" }`,
@@ -234,11 +256,21 @@ func TestGoldenSetupFresh(t *testing.T) {
 		`nft add element ip nftcni_portmap localnet ` + localnetNote(sample, true),
 		`nft create element ip nftcni_portmap localnet_prior ` + priorNote,
 		nfttest.CreateMarkerWithNote(tbl, sample, "6:8080>10.88.0.5:80 h10.88.0.5/24 l10.88.0.5 ncni0"),
-	}, createNotes("ip"), []string{
-		acceptNote("6", "10.88.0.5", "80", sample),
-	}))
-	if d := f.Dumps(); len(d) != 0 {
-		t.Errorf("dumps %q of a table that does not exist", d)
+	})
+}
+
+// On an nftables-only host (no iptables program, no table of
+// iptables-nft's) Setup creates nothing of iptables-nft's: setup_fresh
+// without the FORWARD chain and its accept.
+func TestGoldenSetupNoIptables(t *testing.T) {
+	saved := foreign.IptablesReachable
+	foreign.IptablesReachable = func() bool { return false }
+	defer func() { foreign.IptablesReachable = saved }()
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	nfttest.Golden(t, "setup_no_iptables", f.Only(t), webFreshNotes())
+	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
+		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
 	}
 	wantWrites(t, writes, cni0Localnet+"=1")
 }

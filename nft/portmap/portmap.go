@@ -224,6 +224,9 @@ type Spec struct {
 	// chain with policy drop) that get the accepts of the mapped
 	// connections too, besides iptables-nft's FORWARD chains.
 	AcceptChains []foreign.Chain
+	// Iptables says when iptables-nft's FORWARD chains get the accepts
+	// (the zero value: where iptables can be used, see foreign.Use).
+	Iptables foreign.Use
 }
 
 // component names our rules in foreign chains (nft.Owner.ComponentTag).
@@ -232,6 +235,15 @@ const component = "portmap"
 // chains are the foreign chains s's accepts go to.
 func chains(accept []foreign.Chain) []foreign.Chain {
 	return append(slices.Clip(foreign.Iptables), accept...)
+}
+
+// protects reports whether s's accepts go into iptables-nft's FORWARD
+// chains (foreign.Use); asked only when s has accepts.
+func (s Spec) protects(r foreign.Reader) (bool, error) {
+	if len(s.Mappings) == 0 {
+		return false, nil
+	}
+	return s.Iptables.Protects(r)
 }
 
 // accepts are the accepts of s's mapped connections.
@@ -639,21 +651,48 @@ func (p *planned) families() []*family {
 // but a conflict or route_localnet fails on a lookup path, Setup runs once
 // more on the slow path, the reference semantics.
 func Setup(ns *netns.NS, s Spec) error {
-	p, err := plan(s)
+	pl, err := Plan(ns, s)
 	if err != nil {
-		return fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
+		return err
 	}
 	c, err := nft.Open(ns)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	err = c.Apply(pl)
+	var ce *ConflictError
+	var le *localnetError
+	switch {
+	case errors.As(err, &ce):
+		return err // our decision, nothing for the kernel to explain
+	case errors.As(err, &le):
+		// Committed, but localhost clients cannot use it: a failed Setup
+		// leaves nothing, its accepts in other owners' chains included.
+		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
+			return errors.Join(le, rerr)
+		}
+		return le
+	case err != nil:
+		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", err)
+	}
+	return nil
+}
+
+// Plan is Setup's plan, for a transaction the caller owns (nft.Plan); ns
+// is the namespace of that transaction, whose route_localnet sysctls the
+// plan reads and, once the batch is committed, sets (nft.Tx.AfterCommit).
+// Unlike Setup, a failure to set route_localnet leaves what was committed
+// in place: the caller decides.
+func Plan(ns *netns.NS, s Spec) (nft.Plan, error) {
+	p, err := plan(s)
+	if err != nil {
+		return nft.Plan{}, fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
+	}
 	active := p.families()
 	marker := []nft.Element{s.Owner.MarkerWith(record(s))}
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
-	var ce *ConflictError
-	var le *localnetError
-	err = c.UpdateLookupsFirst(func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
+	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
 		b := tx.Batch()
 		// changed: the owner's elements or rules change, and so
 		// its foreign rules are rewritten.
@@ -771,6 +810,10 @@ func Setup(ns *netns.NS, s Spec) error {
 				return wanted || s.Owner.OwnedBy(e.Comment)
 			})
 		}
+		protect, err := s.protects(tx)
+		if err != nil {
+			return err
+		}
 		for _, ch := range chains(s.AcceptChains) {
 			// iptables-nft's chains, which every Teardown cleans, are
 			// not read for an owner without state (every first ADD):
@@ -778,9 +821,17 @@ func Setup(ns *netns.NS, s Spec) error {
 			// it. A named chain may hold rules a Teardown with another
 			// configuration left there, and is read.
 			var err error
-			if !owned && !slowOnly && ch.Iptables {
+			switch {
+			case ch.Iptables && !protect:
+				// None wanted there; an owner with state may have
+				// rules there from an ADD with another rule or
+				// config.
+				if owned || slowOnly {
+					_, err = foreign.Remove(tx, ch, mark)
+				}
+			case !owned && !slowOnly && ch.Iptables:
 				err = foreign.Insert(tx, ch, mark, s.accepts())
-			} else {
+			default:
 				err = foreign.Sync(tx, ch, mark, s.accepts(), changed)
 			}
 			if err != nil {
@@ -788,21 +839,19 @@ func Setup(ns *netns.NS, s Spec) error {
 			}
 		}
 		return nil
-	}, func(err error) bool { return !errors.As(err, &ce) && !errors.As(err, &le) })
-	switch {
-	case errors.As(err, &ce):
-		return err // our decision, nothing for the kernel to explain
-	case errors.As(err, &le):
-		// Committed, but localhost clients cannot use it: a failed Setup
-		// leaves nothing, its accepts in other owners' chains included.
-		if _, rerr := Teardown(ns, s.Owner, s.AcceptChains); rerr != nil {
-			return errors.Join(le, rerr)
-		}
-		return le
-	case err != nil:
-		return fmt.Errorf("unable to set up nftables rules for port mappings: %w", c.Explain(err, nft.ConcatRanges))
 	}
-	return nil
+	return nft.Plan{
+		What:  "port mappings of container " + s.Owner.ContainerID,
+		Run:   run,
+		Needs: []nft.Feature{nft.ConcatRanges},
+		// A conflict is our decision; route_localnet failed after the
+		// commit.
+		Retry: func(err error) bool {
+			var ce *ConflictError
+			var le *localnetError
+			return !errors.As(err, &ce) && !errors.As(err, &le)
+		},
+	}, nil
 }
 
 // ensureStatic adds the family's table, chains, sets and static rules to
@@ -1129,7 +1178,7 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 		return err
 	}
 	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
-		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains}
+		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains, Iptables: s.Iptables}
 	}
 	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
 	p, err := plan(s)
@@ -1306,20 +1355,32 @@ func checkRecord(f *family, owner nft.Owner, markers []nft.Element, p *planned) 
 }
 
 // checkForeign verifies that s.Owner has in each chain of others as many
-// rules as Setup(s) gives it (foreign.Check). Chains that a family in
-// undecoded reaches are skipped: that family's mappings are conditional
-// rules, which are not decoded, so what they accept is not known.
+// rules as Setup(s) gives it (foreign.Check, inside an Update that writes
+// nothing, so that the index of package foreign spares reading the
+// chains). Chains that a family in undecoded reaches are skipped: that
+// family's mappings are conditional rules, which are not decoded, so what
+// they accept is not known.
 func checkForeign(c *nft.Conn, s Spec, undecoded map[*family]int) error {
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
-	for _, ch := range chains(s.AcceptChains) {
-		if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
-			continue
-		}
-		if err := foreign.Check(c, ch, mark, s.accepts()); err != nil {
+	return c.Update(func(tx *nft.Tx) error {
+		protect, err := s.protects(tx)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		for _, ch := range chains(s.AcceptChains) {
+			if slices.ContainsFunc(fams, func(f *family) bool { return undecoded[f] > 0 && reaches(ch, f) }) {
+				continue
+			}
+			want := s.accepts()
+			if ch.Iptables && !protect {
+				want = nil
+			}
+			if err := foreign.Check(tx, ch, mark, want); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // reaches reports whether ch sees f's packets: an ip or ip6 chain its own

@@ -150,8 +150,11 @@ func claimAddrs(hh *netlinkx.Handle, br netlinkx.Link, own nft.Owner, hostVeth n
 		switch {
 		case !ok, old.sameOwner(mine):
 			take = append(take, name)
-		case old.Network == mine.Network:
-			// The network's own IPAM decides; the first claim stays.
+		case old.Network == mine.Network && claimLive(hh, br, old):
+			// The network's own IPAM decides; the first live claim
+			// stays. One whose veth is gone is a leftover like any
+			// other: kept, it would let another network's ADD take
+			// the address this container now holds.
 		case claimLive(hh, br, old):
 			return nil, cni.NewError(cni.CodeInvalidNetworkConfig, fmt.Sprintf(
 				"address %s is in use on bridge %q by network %q (container %s, interface %s); network %q hands out addresses that overlap on the same bridge: give each network on a bridge a range of its own (`nftcni validate` names such networks)",

@@ -142,3 +142,35 @@ func claimOwners(t *testing.T, th *plugintest.Host, bridge string) []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// TestSharedBridgeLeftoverOfTheSameNetwork: a claim of the network's own
+// whose veth is gone (a container that died without DEL, or the record of
+// an earlier namespace with the same identity: /run outlives namespaces)
+// is taken over by the network's next container with that address, so
+// that another network handing the address out is refused as for a live
+// claim. Kept, it let the other network's ADD through: one address, two
+// containers.
+func TestSharedBridgeLeftoverOfTheSameNetwork(t *testing.T) {
+	t.Parallel()
+	plugintest.RequirePlugin(t, "host-local")
+	th := newHost(t)
+	var st unix.Stat_t
+	if err := unix.Stat(th.NS.Path(), &st); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(claimsRoot, fmt.Sprintf("%x-%x", st.Dev, st.Ino), "brs0")
+	plugintest.Must(t, os.MkdirAll(dir, 0o700))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	plugintest.Must(t, os.WriteFile(filepath.Join(dir, "10.68.0.2"),
+		[]byte(`{"network":"first","containerId":"dead","ifName":"eth0","hostVeth":"vethdead","hostIndex":999}`), 0o600))
+	store := t.TempDir()
+	a1, _ := plugintest.NewCtr(t)
+	th.OK(plugintest.Cmd("ADD", a1, "a1", sharedConf("first", store, "10.68.0.0/24")))
+	if got := claimOwners(t, th, "brs0"); len(got) != 1 || got[0] != "a1" {
+		t.Errorf("claims after the first network's ADD: %v, want a1's", got)
+	}
+	b1, _ := plugintest.NewCtr(t)
+	if e := th.Fail(plugintest.Cmd("ADD", b1, "b1", sharedConf("copied", store, "10.68.0.0/24"))); e.Code != 7 {
+		t.Errorf("second network's ADD of the same address: code %d %q", e.Code, e.Msg)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/firewalld"
 	"github.com/nftcni/nftcni/nft/firewall"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/reference"
@@ -45,6 +46,9 @@ var Plugin = &cni.Plugin{
 		if _, err := acceptChains(conf); err != nil {
 			return err
 		}
+		if _, err := iptablesUse(conf); err != nil {
+			return err
+		}
 		_, err = adminChain(conf)
 		return err
 	},
@@ -64,6 +68,10 @@ type NetConf struct {
 	// container's accepts: a forward chain with policy drop would drop
 	// its packets whatever our table accepts.
 	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
+	// IptablesForwardAccepts (ours) says when iptables-nft's FORWARD
+	// chains get the container's accepts: "auto" (or ""), where iptables
+	// can be used on the host; "always"; "never" (foreign.Use).
+	IptablesForwardAccepts string `json:"iptablesForwardAccepts"`
 	// FirewalldStateDir is ours: where the firewalld backend records the
 	// sources it added; "" means firewalld.DefaultStateDir.
 	FirewalldStateDir string `json:"firewalldStateDir"`
@@ -154,6 +162,15 @@ func acceptChains(c *NetConf) ([]foreign.Chain, error) {
 	return out, first
 }
 
+// iptablesUse parses iptablesForwardAccepts (code 7, naming the key).
+func iptablesUse(c *NetConf) (foreign.Use, error) {
+	u, err := foreign.ParseUse(c.IptablesForwardAccepts)
+	if err != nil {
+		return u, cni.Errorf(cni.CodeInvalidNetworkConfig, "iptablesForwardAccepts %v", err)
+	}
+	return u, nil
+}
+
 // attachment computes what the attachment needs from the config and
 // prevResult, checking everything before anything is changed (the
 // reference finds a bad ingress policy only after its backend acted).
@@ -170,7 +187,11 @@ func attachment(c *NetConf, a *cni.CmdArgs, prev *cni.Result) (firewall.Attachme
 	if err != nil {
 		return firewall.Attachment{}, err
 	}
-	at := firewall.Attachment{Owner: ownertag.Of(c.Name, a), AdminChain: admin, AcceptChains: chains}
+	use, err := iptablesUse(c)
+	if err != nil {
+		return firewall.Attachment{}, err
+	}
+	at := firewall.Attachment{Owner: ownertag.Of(c.Name, a), AdminChain: admin, AcceptChains: chains, Iptables: use}
 	// Every prevResult address, without interface filtering (as the
 	// reference).
 	for _, ip := range prev.IPs {
@@ -212,26 +233,38 @@ func prevResult(c *NetConf) (*cni.Result, error) {
 	return prev, nil
 }
 
+// begin is what ADD, CHECK and a reload (Reapply) do first: the config,
+// prevResult, the attachment's state as the native backend has it, and
+// the firewalld connection when the backend is firewalld (nil: native),
+// which the caller closes.
+func begin(ctx context.Context, a *cni.CmdArgs) (*NetConf, *cni.Result, firewall.Attachment, *firewalld.Conn, error) {
+	conf, err := loadConf(a.StdinData)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	prev, err := prevResult(conf)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	if err := checkBackend(conf, a); err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	at, err := attachment(conf, a, prev)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	fwd, err := firewalldBackend(ctx, conf)
+	if err != nil {
+		return nil, nil, firewall.Attachment{}, nil, err
+	}
+	return conf, prev, at, fwd, nil
+}
+
 // cmdAdd installs the attachment's state and passes prevResult through
 // unchanged. Natively it is one nftables batch: a failed ADD changed
 // nothing; under firewalld a failed ADD takes back what it added.
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
-	conf, err := loadConf(a.StdinData)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := prevResult(conf)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBackend(conf, a); err != nil {
-		return nil, err
-	}
-	at, err := attachment(conf, a, prev)
-	if err != nil {
-		return nil, err
-	}
-	fwd, err := firewalldBackend(ctx, conf)
+	conf, prev, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return nil, err
 	}
@@ -254,9 +287,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 // whatever became of the namespace (the reference removes only the rules
 // for prevResult's addresses). As in the reference, an unknown
 // ingressPolicy still fails DEL — after the cleanup; so does a mistake in
-// nftablesAcceptChains (the entries that parse are cleaned up). The
-// reference plugin's accepts in CNI-FORWARD for prevResult's addresses, of
-// an attachment it made before nftcni replaced it, go too (nft/reference).
+// nftablesAcceptChains (the entries that parse are cleaned up) or
+// iptablesForwardAccepts (not needed: DEL removes the attachment's rules
+// wherever they are). The reference plugin's accepts in CNI-FORWARD for
+// prevResult's addresses, of an attachment it made before nftcni replaced
+// it, go too (nft/reference).
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	conf, err := loadConf(a.StdinData)
 	if err != nil {
@@ -281,7 +316,11 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 	if _, err = policy(conf); err != nil {
 		return err
 	}
-	return chainsErr
+	if chainsErr != nil {
+		return chainsErr
+	}
+	_, err = iptablesUse(conf)
+	return err
 }
 
 // cmdCheck verifies the attachment's state for prevResult's addresses:
@@ -293,22 +332,7 @@ func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
 // with the reference plugin's accepts in CNI-FORWARD (made before nftcni
 // replaced it) is checked against those instead.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := loadConf(a.StdinData)
-	if err != nil {
-		return err
-	}
-	prev, err := prevResult(conf)
-	if err != nil {
-		return err
-	}
-	if err := checkBackend(conf, a); err != nil {
-		return err
-	}
-	at, err := attachment(conf, a, prev)
-	if err != nil {
-		return err
-	}
-	fwd, err := firewalldBackend(ctx, conf)
+	conf, prev, at, fwd, err := begin(ctx, a)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,11 @@ type NetConf struct {
 	// the mapped connections: a forward chain with policy drop would drop
 	// them whatever we DNAT.
 	NftablesAcceptChains []string `json:"nftablesAcceptChains"`
-	RuntimeConfig        struct {
+	// IptablesForwardAccepts (ours) says when iptables-nft's FORWARD
+	// chains get the accepts: "auto" (or ""), where iptables can be used
+	// on the host; "always"; "never" (foreign.Use).
+	IptablesForwardAccepts string `json:"iptablesForwardAccepts"`
+	RuntimeConfig          struct {
 		PortMaps []PortMapEntry `json:"portMappings,omitempty"`
 	} `json:"runtimeConfig"`
 }
@@ -52,6 +56,7 @@ type config struct {
 	cond6    []portmap.Condition
 	mappings []mapping
 	accept   []foreign.Chain // nftablesAcceptChains
+	iptables foreign.Use     // iptablesForwardAccepts
 }
 
 // mapping is a validated PortMapEntry.
@@ -104,6 +109,9 @@ func parse(stdin []byte, version string) (*config, error) {
 			return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "nftablesAcceptChains[%d] %v", i, err)
 		}
 		c.accept = append(c.accept, ch)
+	}
+	if c.iptables, err = foreign.ParseUse(n.IptablesForwardAccepts); err != nil {
+		return nil, cni.Errorf(cni.CodeInvalidNetworkConfig, "iptablesForwardAccepts %v", err)
 	}
 	for _, e := range n.RuntimeConfig.PortMaps {
 		m, err := validate(e)

@@ -51,6 +51,8 @@ func TestConfigErrors(t *testing.T) {
 			`conditionsV6: unsupported condition "10.0.0.0/8": wrong address family for conditionsV6 (supported: source/destination address and in/out interface, optionally negated)`},
 		{"accept chain", `"nftablesAcceptChains":["inet filter forward","inet nftcni_portmap x"]`, 7,
 			`nftablesAcceptChains[1] "inet nftcni_portmap x": table nftcni_portmap is one of nftcni's own`},
+		{"iptablesForwardAccepts", `"iptablesForwardAccepts":"sometimes"`, 7,
+			`iptablesForwardAccepts "sometimes": want "auto", "always" or "never"`},
 		{"no prevResult", `"runtimeConfig":{"portMappings":[{"hostPort":80,"containerPort":80,"protocol":"tcp"}]}`, 999, "must be called as chained plugin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

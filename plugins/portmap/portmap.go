@@ -56,7 +56,7 @@ func owner(c *config, a *cni.CmdArgs) nft.Owner { return ownertag.Of(c.Name, a) 
 // any mapping, whatever its family. masqAll widens hairpin to every client
 // and, like it, needs snat.
 func spec(c *config, a *cni.CmdArgs, forwarding bool) portmap.Spec {
-	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, MasqAll: c.MasqAll, AcceptChains: c.accept}
+	s := portmap.Spec{Owner: owner(c, a), Conditions4: c.cond4, Conditions6: c.cond6, MasqAll: c.MasqAll, AcceptChains: c.accept, Iptables: c.iptables}
 	for _, cip := range containerPrefixes(c, a) {
 		addr := cip.Addr().Unmap()
 		for _, m := range c.mappings {
@@ -275,7 +275,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	sent := c.RuntimeConfig.PortMaps != nil
 	s := spec(c, a, !sent || len(c.mappings) > 0)
 	if sent && len(s.Mappings) == 0 {
-		s = portmap.Spec{Owner: s.Owner, AcceptChains: s.AcceptChains} // what ADD leaves: nothing
+		s = portmap.Spec{Owner: s.Owner, AcceptChains: s.AcceptChains, Iptables: s.Iptables} // what ADD leaves: nothing
 	}
 	if s.Localnet, err = localnetIfaces(s.Localhost); err != nil {
 		return err

@@ -102,6 +102,19 @@ func (f *Fake) serve(req []netlink.Message) ([]netlink.Message, error) {
 		return []netlink.Message{reply(m, unix.NFT_MSG_NEWGEN, 0, 0,
 			netlink.Attribute{Type: unix.NFTA_GEN_ID, Data: binary.BigEndian.AppendUint32(nil, f.State.Gen)})}, nil
 	case unix.NFT_MSG_GETTABLE:
+		if m.Header.Flags&netlink.Dump != 0 {
+			// Every table (of every family: Tx.IptablesInUse), in a
+			// stable order.
+			var out []netlink.Message
+			for _, k := range slices.Sorted(maps.Keys(f.State.Tables)) {
+				tfam, name, _ := strings.Cut(k, " ")
+				if f.State.Tables[k] && (fam == "unspec" || fam == tfam) {
+					out = append(out, reply(m, unix.NFT_MSG_NEWTABLE, netlink.Multi, familyByte(tfam),
+						netlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(name)}))
+				}
+			}
+			return append(out, done(m)), nil
+		}
 		key := fam + " " + attrs[unix.NFTA_TABLE_NAME]
 		if !f.State.Tables[key] {
 			return nltest.Error(int(unix.ENOENT), req)

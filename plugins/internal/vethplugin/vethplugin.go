@@ -11,6 +11,7 @@
 package vethplugin
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -48,12 +49,39 @@ func DNSSet(d cni.DNSConf) bool {
 // work on release): several milliseconds that overlap with the rest of ADD
 // instead of adding to it. r.End joins it; its failure fails the ADD.
 func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
+	addrs := masqAddrs(ips)
+	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
+	r.Start(func() error { return masq.Setup(nil, own, addrs) })
+}
+
+// MasqPlan is StartMasq's masquerade as a plan for a transaction of the
+// caller's (masq.Plan): what a reload re-creates from the cached result.
+func MasqPlan(own nft.Owner, ips []*cni.IPConfig) (nft.Plan, error) {
+	return masq.Plan(own, masqAddrs(ips))
+}
+
+// masqAddrs are the addresses masqueraded for ips: every one, with its
+// prefix length.
+func masqAddrs(ips []*cni.IPConfig) []netip.Prefix {
 	addrs := make([]netip.Prefix, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, ip.Address)
 	}
-	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
-	r.Start(func() error { return masq.Setup(nil, own, addrs) })
+	return addrs
+}
+
+// CachedResult is the prevResult a reload hands a plugin: the result the
+// runtime cached for the attachment, without which there is nothing to
+// re-create from.
+func CachedResult(c *cni.NetConf) (*cni.Result, error) {
+	prev, err := c.PrevResult()
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, errors.New("no cached result to re-create the attachment's state from")
+	}
+	return prev, nil
 }
 
 // EnableForward writes 1 to a forwarding sysctl of the process's namespace
