@@ -43,20 +43,31 @@ const (
 	commentIsolation    = "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)"
 )
 
-// Handback is one plugin's share of handing an attachment back to the
-// reference plugins (`nftcni handback`, before nftcni is removed): what
-// the reference's ADD would have made for it, which is written first
-// (PlanCreate), and how the plugin removes what nftcni keeps for it
-// afterwards.
-type Handback struct {
+// Share is one plugin's share of an attachment, for switching it between
+// the reference plugins and nftcni: what the reference's ADD made, or
+// would have made, for it — whose objects taking the attachment over
+// deletes (PlanDelete), and handing it back writes (PlanCreate) — and
+// what the plugin does with its own state on either way.
+type Share struct {
 	// Attachment is the reference's view of the plugin's share; Parts 0
 	// when the reference keeps nothing in nftables for it (the firewall
 	// under firewalld, a bridge without ipMasq and macspoofchk).
 	Attachment
-	// Release removes nftcni's state of the share: its nftables state,
-	// its records. It runs once the Attachment's objects are in place
-	// (or, for an attachment whose namespace is gone, instead).
+	// Unwritable says why the Attachment's objects cannot be written for
+	// the reference (a backend it could not use: no iptables program,
+	// iptables-legacy; conditions it writes as text): the attachment
+	// cannot be handed back. nil when they can.
+	Unwritable error
+	// Release removes nftcni's state of the share that the plugin keeps
+	// besides the nftables state of its data plane: its nftables state
+	// and its records. Handing back runs it once the Attachment's objects
+	// are in place (or, for an attachment whose namespace is gone,
+	// instead). nil: nothing to remove.
 	Release func() error
+	// Adopt writes the records the plugin keeps of an attachment of its
+	// own (the bridge's address claims), once it has taken the
+	// attachment over. nil: none.
+	Adopt func() error
 }
 
 // nftMasqComment is the comment of the attachment's nftables masquerade

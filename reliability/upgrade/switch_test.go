@@ -365,13 +365,24 @@ func TestSwitchToOurs(t *testing.T) {
 }
 
 func switchToOurs(t *testing.T, rel refRelease, nftBackend, v6 bool) {
+	switchOver(t, rel, nftBackend, v6, false, nil)
+}
+
+// switchOver is the switch from the reference to ours, with `nftcni
+// takeover` (what our package's installation runs) right after the
+// binaries became ours or without it; the checks go to tl (nil: the
+// summary of TestSwitchToOurs).
+func switchOver(t *testing.T, rel refRelease, nftBackend, v6, takeover bool, tl *tally) {
 	s := newSwitchHost(t, rel, nftBackend, v6, "")
-	l := &checklist{t: t}
+	l := &checklist{t: t, tally: tl}
 	defer l.report()
 	const port = 18080
 	a := s.ctr("ctr-a", port)
 	plugintest.Must(t, s.add(s.ref, a))
 	l.check("1 the port mapping works under the reference", s.reachable(a, port), "no TCP answer through the mapping")
+	if takeover {
+		s.takeOver(a, port)
+	}
 
 	// The binaries are ours from here on.
 	err := s.check(s.ours, a)
