@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
+
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netns"
@@ -137,5 +139,78 @@ func switchToReference(t *testing.T, rel refRelease, nftBackend, v6, handback bo
 	l.check("10 the old host port does not reach the new container", !s.reachable(b, port), "host port ", port, " forwards to ", b.addr)
 	if err := s.del(s.ref, b); err != nil && handback {
 		t.Errorf("the reference's DEL of the new container: %v", err)
+	}
+}
+
+// TestSwitchBackNetnsGone: an attachment of ours whose namespace is gone
+// (the container died with nobody to DEL it) loses our state at handback,
+// and gets nothing of the reference's — the reference's own DEL of it
+// would not remove a masquerade (it reads the addresses from the
+// container's interface) — and the reference's DEL then leaves nothing.
+func TestSwitchBackNetnsGone(t *testing.T) {
+	for _, rel := range refReleases(t, true) {
+		for _, nftBackend := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
+				s := newSwitchHost(t, rel, nftBackend, false, "")
+				ns, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
+				a := &switchCtr{id: "ctr-a", ns: ns, port: 18080}
+				plugintest.Must(t, s.add(s.ours, a))
+				destroy()
+				out, err := s.nftcni("handback", "-v")
+				if err != nil || !strings.Contains(out, "1 with their namespace gone") {
+					t.Fatalf("nftcni handback: %v\n%s", err, out)
+				}
+				if strings.Contains(out, "wrote") {
+					t.Errorf("handback wrote the reference's objects for a container that is gone:\n%s", out)
+				}
+				if n := plugintest.NFTNetwork(t, s.host.NS, s.network); n != 0 {
+					t.Errorf("after handback %d nftables objects of ours are left for the network", n)
+				}
+				plugintest.Must(t, s.del(s.ref, a))
+				if left := s.leftovers(a); len(left) > 0 {
+					t.Errorf("left after the reference's DEL: %q", left)
+				}
+				if s.reserved(a.addr) {
+					t.Errorf("%s still reserved", a.addr)
+				}
+			})
+		}
+	}
+}
+
+// TestSwitchBackPTP: ptp's ipMasq, made by ours and handed back, is
+// checked and deleted by the reference without anything left.
+func TestSwitchBackPTP(t *testing.T) {
+	for _, rel := range refReleases(t, true) {
+		for _, nftBackend := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
+				s := newSwitchHost(t, rel, nftBackend, false, "")
+				backend := ""
+				if nftBackend {
+					backend = `,"ipMasqBackend":"nftables"`
+				}
+				list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
+  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
+					s.network, backend, s.dataDir)))
+				plugintest.Must(t, err)
+				s.list = list
+				a := s.ctr("ctr-a", 0)
+				plugintest.Must(t, s.add(s.ours, a))
+				if out, err := s.nftcni("handback"); err != nil {
+					t.Fatalf("nftcni handback: %v\n%s", err, out)
+				}
+				if left := s.leftovers(a); len(left[reference.Masq]) == 0 {
+					t.Fatal("handback wrote no masquerade of the reference's")
+				}
+				plugintest.Must(t, s.check(s.ref, a))
+				plugintest.Must(t, s.del(s.ref, a))
+				if left := s.leftovers(a); len(left) > 0 {
+					t.Errorf("left after the reference's DEL: %q", left)
+				}
+				if ours := s.oursLeft(a); len(ours) > 0 {
+					t.Errorf("ours left: %v", ours)
+				}
+			})
+		}
 	}
 }

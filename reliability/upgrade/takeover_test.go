@@ -6,12 +6,17 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/attachrec"
 	"github.com/nftcni/nftcni/internal/hostfw"
+	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/nft/reference"
 )
 
@@ -49,6 +54,16 @@ func (s *switchHost) takeOver(c *switchCtr, port int) {
 	}
 	if !s.reachable(c, port) {
 		t.Error("the port mapping does not work after takeover")
+	}
+	// Our records of it, as our ADD would have written them.
+	if _, ok := attachrec.Get(attachrec.Dir(os.Getenv), s.network, c.id, "eth0"); !ok {
+		t.Error("after takeover the attachment has no record of ours")
+	}
+	var st unix.Stat_t
+	plugintest.Must(t, unix.Stat(s.host.NS.Path(), &st))
+	claim := filepath.Join("/run/nftcni/bridges", fmt.Sprintf("%x-%x", st.Dev, st.Ino), "swbr0", c.addr.String())
+	if data, err := os.ReadFile(claim); err != nil || !strings.Contains(string(data), `"containerId":"`+c.id+`"`) {
+		t.Errorf("after takeover the bridge has no claim of the container's address: %s %v", data, err)
 	}
 	before := s.ruleset()
 	out, err = s.nftcni("takeover", "-v")
