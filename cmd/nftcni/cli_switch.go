@@ -172,7 +172,7 @@ func cmdTakeover(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	start := time.Now()
 	ctx := context.Background()
-	var taken, ours, stale, failed, removed int
+	var taken, ours, other, stale, failed, removed int
 	unused := map[string]bool{}
 	for _, a := range atts {
 		if !a.Live() {
@@ -188,6 +188,13 @@ func cmdTakeover(args []string, stdout, stderr io.Writer) error {
 				unused[typ] = true
 				fmt.Fprintf(s.stderr, "nftcni: takeover: plugin %s is left to what it is: %s\n", typ, why)
 			}
+		}
+		if errors.Is(err, errNotOurs) {
+			other++
+			if s.verbose {
+				fmt.Fprintf(s.stdout, "left alone: %s: %v\n", what(a), err)
+			}
+			continue
 		}
 		if err != nil {
 			failed++
@@ -211,13 +218,17 @@ func cmdTakeover(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(s.stdout, "nftcni takeover: %d attachments taken over (%d objects of the reference plugins removed), %d already nftcni's, %d stale (left to gc), %d failed, in %s\n",
-		taken, removed, ours, stale, failed, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(s.stdout, "nftcni takeover: %d attachments taken over (%d objects of the reference plugins removed), %d already nftcni's, %d left alone (no plugin of theirs is nftcni's), %d stale (left to gc), %d failed, in %s\n",
+		taken, removed, ours, other, stale, failed, time.Since(start).Round(time.Millisecond))
 	if failed > 0 {
 		return errors.New("takeover: some attachments could not be taken over (named above); the reference plugins' state of them stays, which nftcni's DEL still removes")
 	}
 	return nil
 }
+
+// errNotOurs: none of the attachment's plugins that keep host state is
+// this nftcni's (or none keeps any): nothing was taken over or recorded.
+var errNotOurs = errors.New("no plugin of its chain that keeps host state is this nftcni's")
 
 // takeover takes one live attachment over; it returns the reference's
 // objects it removed and the plugin types of the chain it left alone.
@@ -255,6 +266,9 @@ func (s *switchCmd) takeover(ctx context.Context, c *nft.Conn, reg reapply.Regis
 	}
 	if err != nil {
 		return nil, plan.Without, err
+	}
+	if len(shares) == 0 && plan.Empty() {
+		return nil, plan.Without, errNotOurs
 	}
 	var errs []error
 	for _, sh := range shares {

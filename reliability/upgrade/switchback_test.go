@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,8 +27,12 @@ import (
 // nftcni runs our command-line tool in the host namespace, as a
 // package's maintainer script runs it, with the switching host's result
 // cache, and returns its output.
-func (s *switchHost) nftcni(args ...string) (string, error) {
+func (s *switchHost) nftcni(args ...string) (string, error) { return s.nftcniEnv(nil, args...) }
+
+// nftcniEnv is nftcni with env added to the environment.
+func (s *switchHost) nftcniEnv(env []string, args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(plugintest.BinDir(s.t), "nftcni"), append(args[:1:1], append([]string{"-cache-dir", s.cacheDir}, args[1:]...)...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := netns.StartIn(s.host.NS, cmd); err != nil {

@@ -91,6 +91,24 @@ func TestTakeover(t *testing.T) {
 	t.Logf("reference → ours with takeover: %d of %d checks pass (%d cases)", tl.pass, tl.total, tl.cases)
 }
 
+// TestTakeoverBeforeTheBinaries: run while CNI_PATH still leads to the
+// reference plugins, takeover changes nothing and says why.
+func TestTakeoverBeforeTheBinaries(t *testing.T) {
+	rel := refReleases(t, true)[0]
+	s := newSwitchHost(t, rel, false, false, "")
+	a := s.ctr("ctr-a", 18080)
+	plugintest.Must(t, s.add(s.ref, a))
+	before := s.ruleset()
+	out, err := s.nftcniEnv([]string{"CNI_PATH=" + rel.dir}, "takeover", "-v")
+	if err != nil || !strings.Contains(out, "0 attachments taken over") || !strings.Contains(out, "1 left alone") || !strings.Contains(out, "is not this nftcni") {
+		t.Errorf("takeover with the reference plugins in CNI_PATH: %v\n%s", err, out)
+	}
+	hostfw.Diff(t, "the ruleset after that takeover", before, s.ruleset())
+	if _, ok := attachrec.Get(attachrec.Dir(os.Getenv), s.network, a.id, "eth0"); ok {
+		t.Error("it recorded the attachment")
+	}
+}
+
 // echoConn is an open TCP connection from the client through the port
 // mapping to the container, whose server echoes each line.
 type echoConn struct {
