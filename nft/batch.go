@@ -259,15 +259,25 @@ func (b *Batch) AddRule(r *nftables.Rule, comment string) {
 		b.fail(err)
 		return
 	}
-	if comment != "" {
-		if len(comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
-			return
-		}
-		r.UserData = RuleUserData(comment)
+	if !b.setComment(r, comment) {
+		return
 	}
 	b.rec.AddRule(r)
 	b.n++
+}
+
+// setComment stores comment (none when "") in r as nft stores it; false,
+// and the batch failed, when it is too long.
+func (b *Batch) setComment(r *nftables.Rule, comment string) bool {
+	if comment == "" {
+		return true
+	}
+	if len(comment) > MaxCommentLen {
+		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
+		return false
+	}
+	r.UserData = RuleUserData(comment)
+	return true
 }
 
 // DeleteRule deletes the rule with handle h from ch.

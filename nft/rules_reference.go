@@ -428,12 +428,8 @@ func (b *Batch) AddReferenceRule(r *nftables.Rule, head bool, comment string, pr
 			return
 		}
 	}
-	if comment != "" {
-		if len(comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
-			return
-		}
-		r.UserData = RuleUserData(comment)
+	if !b.setComment(r, comment) {
+		return
 	}
 	if proto != 0 {
 		compat, err := netlink.MarshalAttributes([]netlink.Attribute{
