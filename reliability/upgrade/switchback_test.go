@@ -76,15 +76,11 @@ func TestSwitchToReference(t *testing.T) {
 	rels := refReleases(t, true)
 	tallies := map[bool]*tally{false: {}, true: {}}
 	for _, handback := range []bool{true, false} {
-		for _, rel := range rels {
-			for _, nftBackend := range []bool{false, true} {
-				for _, v6 := range []bool{false, true} {
-					name := fmt.Sprintf("%s/%s/%s/%s", map[bool]string{false: "without-handback", true: "handback"}[handback], rel.version,
-						map[bool]string{false: "iptables", true: "nftables"}[nftBackend], map[bool]string{false: "ipv4", true: "ipv6"}[v6])
-					t.Run(name, func(t *testing.T) { switchToReference(t, rel, nftBackend, v6, handback, tallies[handback]) })
-				}
-			}
-		}
+		t.Run(map[bool]string{false: "without-handback", true: "handback"}[handback], func(t *testing.T) {
+			eachCase(t, rels, true, func(t *testing.T, rel refRelease, nftBackend, v6 bool) {
+				switchToReference(t, rel, nftBackend, v6, handback, tallies[handback])
+			})
+		})
 	}
 	for _, handback := range []bool{true, false} {
 		tl := tallies[handback]
@@ -153,69 +149,61 @@ func switchToReference(t *testing.T, rel refRelease, nftBackend, v6, handback bo
 // would not remove a masquerade (it reads the addresses from the
 // container's interface) — and the reference's DEL then leaves nothing.
 func TestSwitchBackNetnsGone(t *testing.T) {
-	for _, rel := range refReleases(t, true) {
-		for _, nftBackend := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
-				s := newSwitchHost(t, rel, nftBackend, false, "")
-				ns, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
-				a := &switchCtr{id: "ctr-a", ns: ns, port: 18080}
-				plugintest.Must(t, s.add(s.ours, a))
-				destroy()
-				out, err := s.nftcni("handback", "-v")
-				if err != nil || !strings.Contains(out, "1 with their namespace gone") {
-					t.Fatalf("nftcni handback: %v\n%s", err, out)
-				}
-				if strings.Contains(out, "wrote") {
-					t.Errorf("handback wrote the reference's objects for a container that is gone:\n%s", out)
-				}
-				if n := plugintest.NFTNetwork(t, s.host.NS, s.network); n != 0 {
-					t.Errorf("after handback %d nftables objects of ours are left for the network", n)
-				}
-				plugintest.Must(t, s.del(s.ref, a))
-				if left := s.leftovers(a); len(left) > 0 {
-					t.Errorf("left after the reference's DEL: %q", left)
-				}
-				if s.reserved(a.addr) {
-					t.Errorf("%s still reserved", a.addr)
-				}
-			})
+	eachCase(t, refReleases(t, true), false, func(t *testing.T, rel refRelease, nftBackend, _ bool) {
+		s := newSwitchHost(t, rel, nftBackend, false, "")
+		ns, destroy := plugintest.DoomedCtr(t, plugintest.NoDAD)
+		a := &switchCtr{id: "ctr-a", ns: ns, port: 18080}
+		plugintest.Must(t, s.add(s.ours, a))
+		destroy()
+		out, err := s.nftcni("handback", "-v")
+		if err != nil || !strings.Contains(out, "1 with their namespace gone") {
+			t.Fatalf("nftcni handback: %v\n%s", err, out)
 		}
-	}
+		if strings.Contains(out, "wrote") {
+			t.Errorf("handback wrote the reference's objects for a container that is gone:\n%s", out)
+		}
+		if n := plugintest.NFTNetwork(t, s.host.NS, s.network); n != 0 {
+			t.Errorf("after handback %d nftables objects of ours are left for the network", n)
+		}
+		plugintest.Must(t, s.del(s.ref, a))
+		if left := s.leftovers(a); len(left) > 0 {
+			t.Errorf("left after the reference's DEL: %q", left)
+		}
+		if s.reserved(a.addr) {
+			t.Errorf("%s still reserved", a.addr)
+		}
+	})
 }
 
 // TestSwitchBackPTP: ptp's ipMasq, made by ours and handed back, is
 // checked and deleted by the reference without anything left.
 func TestSwitchBackPTP(t *testing.T) {
-	for _, rel := range refReleases(t, true) {
-		for _, nftBackend := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend]), func(t *testing.T) {
-				s := newSwitchHost(t, rel, nftBackend, false, "")
-				backend := ""
-				if nftBackend {
-					backend = `,"ipMasqBackend":"nftables"`
-				}
-				list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
-  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
-					s.network, backend, s.dataDir)))
-				plugintest.Must(t, err)
-				s.list = list
-				a := s.ctr("ctr-a", 0)
-				plugintest.Must(t, s.add(s.ours, a))
-				if out, err := s.nftcni("handback"); err != nil {
-					t.Fatalf("nftcni handback: %v\n%s", err, out)
-				}
-				if left := s.leftovers(a); len(left[reference.Masq]) == 0 {
-					t.Fatal("handback wrote no masquerade of the reference's")
-				}
-				plugintest.Must(t, s.check(s.ref, a))
-				plugintest.Must(t, s.del(s.ref, a))
-				if left := s.leftovers(a); len(left) > 0 {
-					t.Errorf("left after the reference's DEL: %q", left)
-				}
-				if ours := s.oursLeft(a); len(ours) > 0 {
-					t.Errorf("ours left: %v", ours)
-				}
-			})
+	eachCase(t, refReleases(t, true), false, func(t *testing.T, rel refRelease, nftBackend, _ bool) {
+		s := newSwitchHost(t, rel, nftBackend, false, "")
+		backend := ""
+		if nftBackend {
+			backend = `,"ipMasqBackend":"nftables"`
 		}
-	}
+		list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
+  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
+			s.network, backend, s.dataDir)))
+		plugintest.Must(t, err)
+		s.list = list
+		a := s.ctr("ctr-a", 0)
+		plugintest.Must(t, s.add(s.ours, a))
+		if out, err := s.nftcni("handback"); err != nil {
+			t.Fatalf("nftcni handback: %v\n%s", err, out)
+		}
+		if left := s.leftovers(a); len(left[reference.Masq]) == 0 {
+			t.Fatal("handback wrote no masquerade of the reference's")
+		}
+		plugintest.Must(t, s.check(s.ref, a))
+		plugintest.Must(t, s.del(s.ref, a))
+		if left := s.leftovers(a); len(left) > 0 {
+			t.Errorf("left after the reference's DEL: %q", left)
+		}
+		if ours := s.oursLeft(a); len(ours) > 0 {
+			t.Errorf("ours left: %v", ours)
+		}
+	})
 }

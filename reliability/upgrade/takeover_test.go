@@ -80,14 +80,9 @@ func (s *switchHost) takeOver(c *switchCtr, port int) {
 // takeover changing nothing.
 func TestTakeover(t *testing.T) {
 	var tl tally
-	for _, rel := range refReleases(t, true) {
-		for _, nftBackend := range []bool{false, true} {
-			for _, v6 := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend], map[bool]string{false: "ipv4", true: "ipv6"}[v6])
-				t.Run(name, func(t *testing.T) { switchOver(t, rel, nftBackend, v6, true, &tl) })
-			}
-		}
-	}
+	eachCase(t, refReleases(t, true), true, func(t *testing.T, rel refRelease, nftBackend, v6 bool) {
+		switchOver(t, rel, nftBackend, v6, true, &tl)
+	})
 	t.Logf("reference → ours with takeover: %d of %d checks pass (%d cases)", tl.pass, tl.total, tl.cases)
 }
 
@@ -200,60 +195,53 @@ func (s *switchHost) conntrackOf(local netip.AddrPort) string {
 // right after. Both backends, both families, v1.10.0 (and the other releases
 // given).
 func TestTakeoverLiveTCP(t *testing.T) {
-	for _, rel := range refReleases(t, true) {
-		for _, nftBackend := range []bool{false, true} {
-			for _, v6 := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%s/%s", rel.version, map[bool]string{false: "iptables", true: "nftables"}[nftBackend], map[bool]string{false: "ipv4", true: "ipv6"}[v6])
-				t.Run(name, func(t *testing.T) {
-					s := newSwitchHost(t, rel, nftBackend, v6, "")
-					const port = 18080
-					a := s.ctr("ctr-a", port)
-					if err := s.add(s.ref, a); err != nil {
-						t.Fatal(err)
-					}
-					conn := s.openEcho(a, port)
-					if err := conn.roundTrip("before the takeover"); err != nil {
-						t.Fatalf("the connection under the reference: %v", err)
-					}
-					// From here on forwarding is dropped unless accepted,
-					// as on a host with Docker: the established connection
-					// lives on the accepts of whoever holds the attachment,
-					// the reference's and then ours, with no moment
-					// between.
-					prog := map[bool]string{false: "iptables", true: "ip6tables"}[v6]
-					hostfw.Run(t, s.host.NS, "", prog, "-P", "FORWARD", "DROP")
-					if err := conn.roundTrip("before the takeover, forwarding dropped unless accepted"); err != nil {
-						t.Fatalf("the connection under the reference with FORWARD's policy DROP: %v", err)
-					}
-					local, _ := netip.ParseAddrPort(conn.c.LocalAddr().String())
-					ctBefore := s.conntrackOf(local)
-					if ctBefore == "" {
-						t.Fatal("no conntrack entry for the connection")
-					}
-					out, err := s.nftcni("takeover", "-v")
-					if err != nil || !strings.Contains(out, "1 attachments taken over") {
-						t.Fatalf("nftcni takeover: %v\n%s", err, out)
-					}
-					for i := range 3 {
-						if err := conn.roundTrip(fmt.Sprintf("after the takeover, line %d", i)); err != nil {
-							t.Fatalf("the connection opened under the reference, after the takeover: %v", err)
-						}
-					}
-					if ct := s.conntrackOf(local); ct != ctBefore {
-						t.Errorf("the connection's conntrack entry changed across the takeover:\n before %s\n after  %s", ctBefore, ct)
-					}
-					if !s.reachable(a, port) {
-						t.Error("a new connection through the mapping fails right after the takeover")
-					}
-					if left := s.leftovers(a); len(left[reference.Portmap]) > 0 || len(left[reference.Masq]) > 0 || len(left[reference.Firewall]) > 0 {
-						t.Errorf("the reference's objects are left: %q", left)
-					}
-					conn.c.Close()
-					if err := s.del(s.ours, a); err != nil {
-						t.Error(err)
-					}
-				})
+	eachCase(t, refReleases(t, true), true, func(t *testing.T, rel refRelease, nftBackend, v6 bool) {
+		s := newSwitchHost(t, rel, nftBackend, v6, "")
+		const port = 18080
+		a := s.ctr("ctr-a", port)
+		if err := s.add(s.ref, a); err != nil {
+			t.Fatal(err)
+		}
+		conn := s.openEcho(a, port)
+		if err := conn.roundTrip("before the takeover"); err != nil {
+			t.Fatalf("the connection under the reference: %v", err)
+		}
+		// From here on forwarding is dropped unless accepted,
+		// as on a host with Docker: the established connection
+		// lives on the accepts of whoever holds the attachment,
+		// the reference's and then ours, with no moment
+		// between.
+		prog := map[bool]string{false: "iptables", true: "ip6tables"}[v6]
+		hostfw.Run(t, s.host.NS, "", prog, "-P", "FORWARD", "DROP")
+		if err := conn.roundTrip("before the takeover, forwarding dropped unless accepted"); err != nil {
+			t.Fatalf("the connection under the reference with FORWARD's policy DROP: %v", err)
+		}
+		local, _ := netip.ParseAddrPort(conn.c.LocalAddr().String())
+		ctBefore := s.conntrackOf(local)
+		if ctBefore == "" {
+			t.Fatal("no conntrack entry for the connection")
+		}
+		out, err := s.nftcni("takeover", "-v")
+		if err != nil || !strings.Contains(out, "1 attachments taken over") {
+			t.Fatalf("nftcni takeover: %v\n%s", err, out)
+		}
+		for i := range 3 {
+			if err := conn.roundTrip(fmt.Sprintf("after the takeover, line %d", i)); err != nil {
+				t.Fatalf("the connection opened under the reference, after the takeover: %v", err)
 			}
 		}
-	}
+		if ct := s.conntrackOf(local); ct != ctBefore {
+			t.Errorf("the connection's conntrack entry changed across the takeover:\n before %s\n after  %s", ctBefore, ct)
+		}
+		if !s.reachable(a, port) {
+			t.Error("a new connection through the mapping fails right after the takeover")
+		}
+		if left := s.leftovers(a); len(left[reference.Portmap]) > 0 || len(left[reference.Masq]) > 0 || len(left[reference.Firewall]) > 0 {
+			t.Errorf("the reference's objects are left: %q", left)
+		}
+		conn.c.Close()
+		if err := s.del(s.ours, a); err != nil {
+			t.Error(err)
+		}
+	})
 }
