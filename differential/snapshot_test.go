@@ -208,7 +208,10 @@ func readNS(role string, ns *netns.NS, others map[string]*netns.NS) (*rawNS, err
 		switch {
 		case carrier[0] == 1 && (op[0] == operDown || op[0] == operLowerLayerDown):
 			r.tentative++
-		case carrier[0] == 0 && op[0] == operUp:
+		case carrier[0] == 0 && (op[0] == operUp || op[0] == operUnknown):
+			// Unknown is an up link whose carrier never changed; once
+			// the carrier is off (a bridge's last port gone) the
+			// watcher still has to turn it down.
 			r.tentative++
 		}
 	}
@@ -1192,6 +1195,7 @@ const (
 
 // RFC 2863 operational states (linux/if.h IF_OPER_*).
 const (
+	operUnknown        = 0
 	operDown           = 2
 	operLowerLayerDown = 3
 	operUp             = 6
