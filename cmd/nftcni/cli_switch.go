@@ -226,6 +226,11 @@ func cmdTakeover(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// errNoState: none of the attachment's plugins keeps host state
+// (containerd's loopback network): handback has nothing to write or
+// remove but the attachment's record.
+var errNoState = errors.New("no plugin of its chain keeps host state")
+
 // errNotOurs: none of the attachment's plugins that keep host state is
 // this nftcni's (or none keeps any): nothing was taken over or recorded.
 var errNotOurs = errors.New("no plugin of its chain that keeps host state is this nftcni's")
@@ -316,9 +321,16 @@ func cmdHandback(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	start := time.Now()
 	ctx := context.Background()
-	var live, stale, failed int
+	var live, stale, none, failed int
 	for _, a := range atts {
 		done, err := s.handback(ctx, c, a)
+		if errors.Is(err, errNoState) {
+			none++
+			if s.verbose {
+				fmt.Fprintf(s.stdout, "nothing to hand back: %s: %v\n", what(a), err)
+			}
+			continue
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(s.stderr, "nftcni: handback: %s: %v\n", what(a), err)
@@ -346,8 +358,8 @@ func cmdHandback(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(s.stderr, "nftcni: handback: removing nftcni's tables: %v\n", err)
 		}
 	}
-	fmt.Fprintf(s.stdout, "nftcni handback: %d attachments handed back, %d with their namespace gone (nftcni's state removed), %d failed, in %s; tables removed: %s\n",
-		live, stale, failed, time.Since(start).Round(time.Millisecond), orNone(tables))
+	fmt.Fprintf(s.stdout, "nftcni handback: %d attachments handed back, %d with their namespace gone (nftcni's state removed), %d with nothing to hand back (no plugin that keeps host state), %d failed, in %s; tables removed: %s\n",
+		live, stale, none, failed, time.Since(start).Round(time.Millisecond), orNone(tables))
 	if failed > 0 {
 		return errors.New("handback: some attachments could not be handed back (named above); their state stays nftcni's")
 	}
@@ -368,6 +380,12 @@ func (s *switchCmd) handback(ctx context.Context, c *nft.Conn, a cniruntime.Prob
 	shares, err := s.shares(ctx, a.NetworkAttachment, func(string) bool { return true })
 	if err != nil {
 		return nil, err
+	}
+	if len(shares) == 0 {
+		if err := attachrec.Remove(s.recDir, a.Network, a.ContainerID, a.IfName); err != nil {
+			return nil, fmt.Errorf("removing the attachment record: %w", err)
+		}
+		return nil, errNoState
 	}
 	var done []string
 	if a.Live() {

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -206,4 +207,27 @@ func TestSwitchBackPTP(t *testing.T) {
 			t.Errorf("ours left: %v", ours)
 		}
 	})
+}
+
+// TestSwitchBackNoState: an attachment none of whose plugins keeps host
+// state (containerd's loopback network) has nothing to hand back: handback
+// counts it apart and writes nothing.
+func TestSwitchBackNoState(t *testing.T) {
+	s := newSwitchHost(t, refReleases(t, true)[0], false, false, "")
+	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"loopback"}]}`, s.network)))
+	plugintest.Must(t, err)
+	s.list = list
+	a := s.ctr("ctr-lo", 0)
+	plugintest.Must(t, s.do(func() error { // its result has two addresses, which s.add refuses
+		_, err := s.ours.AddNetworkList(context.Background(), s.list, a.rt())
+		return err
+	}))
+	out, err := s.nftcni("handback", "-v")
+	if err != nil || !strings.Contains(out, "0 attachments handed back") || !strings.Contains(out, "1 with nothing to hand back") {
+		t.Fatalf("nftcni handback: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "wrote") {
+		t.Errorf("handback wrote something for a loopback attachment:\n%s", out)
+	}
+	plugintest.Must(t, s.del(s.ours, a))
 }
