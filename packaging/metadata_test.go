@@ -199,6 +199,10 @@ func checkScripts(t *testing.T, pkg string, scripts map[string]string, install, 
 	if !strings.Contains(scripts[install], "nftcni_switch takeover") {
 		t.Errorf("%s: %s does not run the takeover:\n%s", pkg, install, scripts[install])
 	}
+	if !strings.Contains(scripts[install], "nftcni_switch takeover\n\tnftcni_switch warm\n") &&
+		!strings.Contains(scripts[install], "nftcni_switch takeover\nnftcni_switch warm\n") {
+		t.Errorf("%s: %s does not read the binary back into the page cache (warm) right after the takeover:\n%s", pkg, install, scripts[install])
+	}
 	if !strings.Contains(scripts[remove], "nftcni_switch handback") {
 		t.Errorf("%s: %s does not run the handback:\n%s", pkg, remove, scripts[remove])
 	}

@@ -11,6 +11,10 @@ import (
 //   - after install and after upgrade: "nftcni takeover", so that live
 //     attachments the replaced plugins made are re-expressed in ours
 //     (running it again on an upgrade changes nothing);
+//   - then "nftcni warm": the binary as the package manager wrote it is read
+//     back into the page cache in 2 MiB folios, as "nftcni install" leaves
+//     it, so that every plugin exec takes fewer page faults
+//     (docs/performance.md, "The exec floor");
 //   - before removal, not before an upgrade: "nftcni handback", so that the
 //     plugins that come back can delete what ours made;
 //   - systemd: units reloaded, the GC sweep's timer enabled and started on
@@ -56,7 +60,7 @@ func policyOf(unit string) unitPolicy {
 }
 
 // switchFunc is the shell function the scripts share: nftcni_switch
-// takeover|handback runs the binary's command when it has one.
+// takeover|handback|warm runs the binary's command when it has one.
 func switchFunc(bin string) string {
 	return fmt.Sprintf(`nftcni_switch() {
 	if ! [ -x %[1]s ]; then
@@ -149,6 +153,7 @@ configure|abort-upgrade|abort-remove|abort-deconfigure)
 `)
 	}
 	b.WriteString(`	nftcni_switch takeover
+	nftcni_switch warm
 	;;
 esac
 exit 0
@@ -221,7 +226,7 @@ fi
 fi
 `)
 	}
-	b.WriteString("nftcni_switch takeover\nexit 0\n")
+	b.WriteString("nftcni_switch takeover\nnftcni_switch warm\nexit 0\n")
 	s.postinst = b.String()
 
 	b.Reset()
@@ -241,8 +246,8 @@ fi
 
 func apkScripts(head string) scriptSet {
 	return scriptSet{
-		postinst:    head + "nftcni_switch takeover\nexit 0\n",
-		postUpgrade: head + "nftcni_switch takeover\nexit 0\n",
+		postinst:    head + "nftcni_switch takeover\nnftcni_switch warm\nexit 0\n",
+		postUpgrade: head + "nftcni_switch takeover\nnftcni_switch warm\nexit 0\n",
 		// apk runs .pre-deinstall on removal only (an upgrade runs
 		// .pre-upgrade and .post-upgrade instead).
 		prerm: head + "nftcni_switch handback\nexit 0\n",

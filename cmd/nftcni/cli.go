@@ -19,6 +19,9 @@ commands:
   version              print the build version, protocol versions and plugins
   install [-force] DIR copy this binary to DIR/nftcni and link every plugin name to it
   plugins              list the plugins this binary provides
+  warm [FILE]          read this binary (or FILE) back into the page cache in 2 MiB
+                       folios, as install does, after a package manager wrote it or
+                       a reboot: every plugin exec then takes fewer page faults
 
 runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible):
   add    <network> <netns>   attach the network to the namespace, print the result
@@ -68,6 +71,8 @@ func cli(args []string) int {
 		}
 	case "install":
 		err = install(args[1:])
+	case "warm":
+		err = warm(args[1:])
 	case "add":
 		err = cmdAdd(args[1:], os.Stdout, os.Stderr)
 	case "check":

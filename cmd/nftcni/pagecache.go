@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"os"
 	"runtime"
 
@@ -57,4 +61,91 @@ func readBackHuge(f *os.File) {
 		}
 		runtime.KeepAlive(sum)
 	}
+}
+
+// warm reads an installed binary (this one when no file is named) back
+// into the page cache as install does (readBackHuge), for a binary that
+// something else wrote: a package manager, which writes it in small
+// folios, or a reboot, after which it is read back in small ones. The
+// packages' scripts run it last, after takeover.
+//
+// The pages a process maps cannot leave the page cache, and the process
+// that runs warm maps the very file it is to read back. So when the file
+// is this program's own, warm first copies itself into an anonymous
+// memory file and execs that copy, whose mappings name the copy only,
+// with the file to read back as its argument.
+func warm(args []string) error {
+	fs := flag.NewFlagSet("warm", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 1 {
+		return errors.New("warm: want at most one file")
+	}
+	path := fs.Arg(0)
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("warm: finding this binary: %w", err)
+		}
+		path = self
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	defer f.Close()
+	same, err := sameFile(f, "/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	if !same {
+		readBackHuge(f)
+		return nil
+	}
+	if os.Getenv(warmCopyEnv) != "" {
+		return fmt.Errorf("warm: the copy of this program still maps %s", path)
+	}
+	return execCopy(path)
+}
+
+// warmCopyEnv marks the copy warm execs, so that a copy that somehow still
+// maps the file stops instead of copying itself again.
+const warmCopyEnv = "NFTCNI_WARM_COPY"
+
+func sameFile(f *os.File, other string) (bool, error) {
+	a, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	b, err := os.Stat(other)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(a, b), nil
+}
+
+// execCopy copies this program into a memory file and execs it as
+// "nftcni warm path".
+func execCopy(path string) error {
+	fd, err := unix.MemfdCreate("nftcni-warm", 0)
+	if err != nil {
+		return fmt.Errorf("warm: memory file for a copy of this program: %w", err)
+	}
+	mem := os.NewFile(uintptr(fd), "nftcni-warm")
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	_, err = io.Copy(mem, self)
+	self.Close()
+	if err != nil {
+		return fmt.Errorf("warm: copying this program: %w", err)
+	}
+	exe := fmt.Sprintf("/proc/self/fd/%d", fd)
+	env := append(os.Environ(), warmCopyEnv+"=1")
+	if err := unix.Exec(exe, []string{"nftcni", "warm", path}, env); err != nil {
+		return fmt.Errorf("warm: running the copy of this program: %w", err)
+	}
+	return nil
 }

@@ -74,8 +74,11 @@ func pmdMappedKB(t *testing.T, path string) int {
 // kernel and filesystem make no such folios: checked with a file of the
 // test's own, dropped from the cache and read back through a
 // MADV_HUGEPAGE mapping.
-func TestInstallLargeFolios(t *testing.T) {
-	dir := t.TempDir()
+// requireLargeFolios skips the test where this kernel and filesystem make
+// no 2 MiB page-cache folios: checked with a file of the test's own in dir,
+// dropped from the cache and read back through a MADV_HUGEPAGE mapping.
+func requireLargeFolios(t *testing.T, dir string) {
+	t.Helper()
 	control := filepath.Join(dir, "control")
 	if err := os.WriteFile(control, make([]byte, 2*hugeSize), 0o644); err != nil {
 		t.Fatal(err)
@@ -98,12 +101,73 @@ func TestInstallLargeFolios(t *testing.T) {
 	if pmdMappedKB(t, control) == 0 {
 		t.Skip("this kernel or filesystem makes no 2 MiB page-cache folios (transparent huge pages off, or no large folios)")
 	}
+}
 
+func TestInstallLargeFolios(t *testing.T) {
+	dir := t.TempDir()
+	requireLargeFolios(t, dir)
 	into := filepath.Join(dir, "bin")
 	if out, err := exec.Command(filepath.Join(nftcniBin(t), "nftcni"), "install", into).CombinedOutput(); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	if kb := pmdMappedKB(t, filepath.Join(into, "nftcni")); kb != hugeSize>>10 {
 		t.Errorf("installed binary: first 2 MiB mapped with %d kB of 2 MiB entries, want %d", kb, hugeSize>>10)
+	}
+}
+
+// TestWarm: a binary written as a package manager writes it, and dropped
+// from the page cache, maps with small entries only; "nftcni warm", run
+// from that very file (which its own process maps) or naming it, leaves it
+// in 2 MiB folios, as install does.
+func TestWarm(t *testing.T) {
+	dir := t.TempDir()
+	requireLargeFolios(t, dir)
+	src, err := os.ReadFile(filepath.Join(nftcniBin(t), "nftcni"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args func(bin string) []string
+	}{
+		{"its own binary", func(string) []string { return nil }},
+		{"a file named", func(bin string) []string { return []string{bin} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "nftcni")
+			if err := os.WriteFile(bin, src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dropCache(t, bin)
+			if kb := pmdMappedKB(t, bin); kb != 0 {
+				t.Fatalf("written and dropped: first 2 MiB mapped with %d kB of 2 MiB entries, want 0", kb)
+			}
+			runner := bin
+			if tc.args(bin) != nil {
+				runner = filepath.Join(nftcniBin(t), "nftcni")
+			}
+			out, err := exec.Command(runner, append([]string{"warm"}, tc.args(bin)...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("nftcni warm: %v\n%s", err, out)
+			}
+			if kb := pmdMappedKB(t, bin); kb != hugeSize>>10 {
+				t.Errorf("after warm: first 2 MiB mapped with %d kB of 2 MiB entries, want %d", kb, hugeSize>>10)
+			}
+		})
+	}
+}
+
+func dropCache(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
 	}
 }

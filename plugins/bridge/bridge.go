@@ -84,14 +84,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
-	// A bridge whose last port left before it was ever pinned has the zero
-	// MAC: it would take this ADD's port's MAC when the port joins, and
-	// derive its IPv6 link-local address from that if its carrier comes
-	// back before ensureAddr pins it (when depends on the kernel's link
-	// watch). A gateway bridge gets its random MAC (pinMAC) before the port
-	// joins instead, so its link-local address is always its own.
-	if conf.IsGW && conf.isL3() && isZeroMAC(br.MAC) {
-		if err := pinMAC(hh, &br); err != nil {
+	// A gateway bridge's MAC is pinned before this ADD's port joins
+	// (pinBridgeMAC): an unpinned bridge takes the lowest of its ports'
+	// MACs, so concurrent ADDs would each read, and pin, another one.
+	if conf.IsGW && conf.isL3() {
+		if err := pinBridgeMAC(hh, &br); err != nil {
 			return nil, err
 		}
 		brIface.Mac = br.MAC.String()
@@ -515,6 +512,38 @@ func ensureAddr(hh *netlinkx.Handle, l *netlinkx.Link, gw netip.Prefix, force bo
 		}
 	}
 	return pinMAC(hh, l)
+}
+
+// pinBridgeMAC pins gateway bridge br's MAC (pinMAC) before this ADD's
+// port joins, under the bridge's lock (lockClaims) and as the bridge has it
+// then, and records it in br.
+//
+// Why before the port joins: until it is pinned, the bridge's MAC follows
+// its ports. ADDs that start together on a new bridge each read its MAC
+// before their port joins, and one that read it after another's port had
+// joined pinned that port's MAC over the first pin, after the other ADDs
+// had put the first in their results: their CHECK failed from the start
+// ("Bridge interface … Mac doesn't match", and `nftcni list` showed them
+// drifted). With every gateway ADD pinning first, no port joins an
+// unpinned bridge, so its MAC does not move. Why the lock and the second
+// read: a bridge whose last port left before it was ever pinned has the
+// zero MAC, for which each ADD would draw a random one of its own; under
+// the lock the first draws it and the others read it. Pinned before the
+// port joins, the bridge also never takes the port's MAC, from which its
+// IPv6 link-local address would be derived if its carrier came back
+// first (a matter of the kernel's link watch).
+func pinBridgeMAC(hh *netlinkx.Handle, br *netlinkx.Link) error {
+	_, unlock, err := lockClaims(br.Name, true)
+	if err != nil {
+		return fmt.Errorf("locking bridge %q: %w", br.Name, err)
+	}
+	defer unlock()
+	now, err := bridgeByName(hh, br.Name)
+	if err != nil {
+		return err
+	}
+	*br = now
+	return pinMAC(hh, br)
 }
 
 // pinMAC sets link l's MAC to the one it had when looked up (before this

@@ -76,7 +76,8 @@ func ownerFile(own nft.Owner) string {
 }
 
 // lockClaims opens the bridge's claims directory and locks it; nil
-// unlock means there is no directory and create was false.
+// unlock means there is no directory and create was false. The lock also
+// serialises the pinning of the bridge's MAC (pinBridgeMAC).
 func lockClaims(bridge string, create bool) (dir string, unlock func(), err error) {
 	dir, err = claimsDir(bridge)
 	if err != nil {
