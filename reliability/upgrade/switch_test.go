@@ -471,20 +471,26 @@ func TestSwitchMasqAll(t *testing.T) {
 	})
 }
 
+// usePTP makes the host's network ptp with ipMasq (its nftables backend
+// with nftBackend) instead of the bridge chain.
+func (s *switchHost) usePTP(nftBackend bool) {
+	backend := ""
+	if nftBackend {
+		backend = `,"ipMasqBackend":"nftables"`
+	}
+	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
+  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
+		s.network, backend, s.dataDir)))
+	plugintest.Must(s.t, err)
+	s.list = list
+}
+
 // TestSwitchPTP: ptp's ipMasq, made by the reference (both backends, both
 // releases), is checked and deleted by ours without anything left.
 func TestSwitchPTP(t *testing.T) {
 	eachCase(t, refReleases(t, true), false, func(t *testing.T, rel refRelease, nftBackend, _ bool) {
 		s := newSwitchHost(t, rel, nftBackend, false, "")
-		backend := ""
-		if nftBackend {
-			backend = `,"ipMasqBackend":"nftables"`
-		}
-		list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
-  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
-			s.network, backend, s.dataDir)))
-		plugintest.Must(t, err)
-		s.list = list
+		s.usePTP(nftBackend)
 		a := s.ctr("ctr-a", 0)
 		plugintest.Must(t, s.add(s.ref, a))
 		if left := s.leftovers(a); len(left[reference.Masq]) == 0 {

@@ -181,15 +181,7 @@ func TestSwitchBackNetnsGone(t *testing.T) {
 func TestSwitchBackPTP(t *testing.T) {
 	eachCase(t, refReleases(t, true), false, func(t *testing.T, rel refRelease, nftBackend, _ bool) {
 		s := newSwitchHost(t, rel, nftBackend, false, "")
-		backend := ""
-		if nftBackend {
-			backend = `,"ipMasqBackend":"nftables"`
-		}
-		list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[
-  {"type":"ptp","ipMasq":true%s,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.97.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`,
-			s.network, backend, s.dataDir)))
-		plugintest.Must(t, err)
-		s.list = list
+		s.usePTP(nftBackend)
 		a := s.ctr("ctr-a", 0)
 		plugintest.Must(t, s.add(s.ours, a))
 		if out, err := s.nftcni("handback"); err != nil {
