@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TablePrefix starts the name of every table nftcni creates. Batch refuses
@@ -224,8 +226,8 @@ func (b *Batch) elements(s *nftables.Set, elems []Element, add bool) {
 	}
 	vals := make([]nftables.SetElement, len(elems))
 	for i, e := range elems {
-		if len(e.Comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", MaxCommentLen))
+		if len(e.Comment) > ownerid.MaxCommentLen {
+			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", ownerid.MaxCommentLen))
 			return
 		}
 		vals[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd}
@@ -272,8 +274,8 @@ func (b *Batch) setComment(r *nftables.Rule, comment string) bool {
 	if comment == "" {
 		return true
 	}
-	if len(comment) > MaxCommentLen {
-		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
+	if len(comment) > ownerid.MaxCommentLen {
+		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", ownerid.MaxCommentLen))
 		return false
 	}
 	r.UserData = RuleUserData(comment)

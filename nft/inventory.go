@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // OwnedElement is one set element of ours that carries an owner tag.
@@ -52,7 +54,7 @@ func (c *Conn) OwnedElements() ([]OwnedElement, error) {
 				return nil, err
 			}
 			for _, e := range elems {
-				if _, ok := ParseTag(e.Comment); ok {
+				if _, ok := ownerid.ParseTag(e.Comment); ok {
 					out = append(out, OwnedElement{Family: familyName(t.Family), Table: name, Set: set.Name, Comment: e.Comment})
 				}
 			}

@@ -11,9 +11,11 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // route_localnet bookkeeping.
@@ -67,7 +69,7 @@ import (
 var sysctls = struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{netlinkx.Sysctl, netlinkx.SetSysctl}
+}{sysctl.Get, sysctl.Set}
 
 // priorComment is the comment of localnet_prior's elements.
 const priorComment = "nftcni portmap: route_localnet before nftcni"
@@ -75,7 +77,7 @@ const priorComment = "nftcni portmap: route_localnet before nftcni"
 func localnetSysctl(ifName string) string { return "net/ipv4/conf/" + ifName + "/route_localnet" }
 
 // localnetRecord is owner's record of using ifName.
-func localnetRecord(ifName string, owner nft.Owner) nft.Element {
+func localnetRecord(ifName string, owner ownerid.Owner) nft.Element {
 	return nft.Element{Key: nft.Concat(nft.IfnameKey(ifName), []byte(owner.AttachmentHash())), Comment: owner.Tag()}
 }
 

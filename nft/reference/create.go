@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables/expr"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Handing an attachment back: its state written in the reference's own
@@ -76,8 +77,8 @@ type Share struct {
 func nftMasqComment(network, ifName, containerID string) string {
 	noq := func(s string) string { return strings.ReplaceAll(s, `"`, "") }
 	c := fmt.Sprintf("%s, net: %s, if: %s, id: %s", nftMasqInstance(network, ifName, containerID), noq(network), noq(ifName), noq(containerID))
-	if len(c) > nft.MaxCommentLen {
-		c = c[:nft.MaxCommentLen]
+	if len(c) > ownerid.MaxCommentLen {
+		c = c[:ownerid.MaxCommentLen]
 	}
 	return c
 }

@@ -22,15 +22,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the bridge plugin.
@@ -196,14 +197,14 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 
 	// Container sysctls: errors ignored, as in the reference.
 	if conf.EnableDad {
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/enhanced_dad", "1")
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "1")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/enhanced_dad", "1")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "1")
 	} else {
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
 	}
-	_ = netlinkx.SetSysctl(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
+	_ = sysctl.Set(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 
-	if err := ipam.ConfigureInterface(hc, a.IfName, result); err != nil {
+	if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 		return err
 	}
 
@@ -335,7 +336,7 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 		return br, nil, created, wrap(err)
 	}
 	// We own the routes of this interface.
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	if err := hh.SetUp(name); err != nil {
 		return br, nil, created, wrap(netlinkx.Cause(err))
 	}
@@ -387,7 +388,7 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 		_ = hc.DeleteLink(ifName)
 		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	return peer, &cni.Interface{Name: ifName, Mac: cont.MAC.String()}, nil
 }
 
@@ -458,7 +459,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 	if err := hh.SetUp(peer); err != nil {
 		return fail(fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err)))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	if err := setupPort(hh, br.Name, peer, false, false, vlan, nil, preserveDefault); err != nil {
 		return fail(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // sharedConf is a network on bridge brs0 with masquerade and a default
@@ -124,7 +124,7 @@ func claimOwners(t *testing.T, th *plugintest.Host, bridge string) []string {
 			continue
 		}
 		ids = append(ids, c.ContainerID)
-		f := ownerFile(nft.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName})
+		f := ownerFile(ownerid.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName})
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("claim %s without its owner file", n)
 		}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/macspoof"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
@@ -97,7 +97,7 @@ func Switch(_ context.Context, a *cni.CmdArgs) (reference.Share, error) {
 // adoptClaims claims addrs on bridge for own, an attachment made by the
 // reference plugins (which keep no claims) and taken over, as its ADD
 // would have.
-func adoptClaims(bridge string, own nft.Owner, hostVeth string, addrs []netip.Addr) error {
+func adoptClaims(bridge string, own ownerid.Owner, hostVeth string, addrs []netip.Addr) error {
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ import (
 // Conditions (conditionsV4, conditionsV6) cannot be handed back: the
 // reference writes them into its rules as text.
 func Switch(_ context.Context, a *cni.CmdArgs) (reference.Share, error) {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return reference.Share{}, fmt.Errorf("failed to parse config: %w", err)
 	}

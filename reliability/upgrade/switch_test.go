@@ -24,8 +24,8 @@ import (
 	"github.com/nftcni/nftcni/internal/storetest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/vmtest"
 )
 
@@ -286,7 +286,7 @@ func (s *switchHost) leftovers(c *switchCtr) map[reference.Part][]string {
 // rules, and its host veth.
 func (s *switchHost) oursLeft(c *switchCtr) []string {
 	var out []string
-	if n := plugintest.NFTOwned(s.t, s.host.NS, nft.Owner{Network: s.network, ContainerID: c.id, IfName: "eth0"}); n > 0 {
+	if n := plugintest.NFTOwned(s.t, s.host.NS, ownerid.Owner{Network: s.network, ContainerID: c.id, IfName: "eth0"}); n > 0 {
 		out = append(out, fmt.Sprintf("%d nftables objects tagged for it", n))
 	}
 	if _, err := s.host.H.LinkByName(c.hostVeth); !errors.Is(err, netlinkx.ErrNotFound) {
