@@ -83,7 +83,8 @@ func hostTools(t *testing.T, bin string, n, workers int) {
 				return
 			}
 			var rows []struct {
-				Drift struct{ State string } `json:"drift"`
+				ContainerID string                          `json:"containerId"`
+				Drift       struct{ State, Message string } `json:"drift"`
 			}
 			if err := json.Unmarshal(out, &rows); err != nil || len(rows) != n {
 				t.Errorf("host tools: list printed %d rows (%v), want %d", len(rows), err, n)
@@ -92,7 +93,7 @@ func hostTools(t *testing.T, bin string, n, workers int) {
 			for _, r := range rows {
 				if want := map[string]string{"off": "unchecked"}[m.drift]; want != "" && r.Drift.State != want ||
 					want == "" && r.Drift.State != "ok" {
-					t.Errorf("host tools: list -drift %s: an attachment's drift is %q", m.drift, r.Drift.State)
+					t.Errorf("host tools: list -drift %s: the drift of %s is %q: %s", m.drift, r.ContainerID, r.Drift.State, r.Drift.Message)
 					return
 				}
 			}

@@ -266,16 +266,47 @@ func (r *Runtime) GetCachedAttachments(containerID string) ([]*NetworkAttachment
 				continue
 			}
 		}
+		ns := info.NetNS
+		if ns == "" {
+			ns = sandboxOf(info.RawResult, info.IfName)
+		}
 		attachments = append(attachments, &NetworkAttachment{
 			ContainerID:    info.ContainerID,
 			Network:        info.NetworkName,
 			IfName:         info.IfName,
 			Config:         info.Config,
-			NetNS:          info.NetNS,
+			NetNS:          ns,
 			CniArgs:        info.CniArgs,
 			CapabilityArgs: info.CapabilityArgs,
 			Result:         result,
 		})
 	}
 	return attachments, nil
+}
+
+// sandboxOf is the namespace path a cached result names for the
+// attachment's interface ifName (its "sandbox", which interface plugins
+// set to CNI_NETNS), or else for the first interface that has one; "" when
+// it names none (results before 0.3.0 list no interfaces). libcni records
+// the path itself only since v1.2.0: caches of older runtimes (Debian 12's
+// podman and containerd) have it only there, and without it every tool
+// that tells live attachments from stale ones (gc --all, reload,
+// takeover, handback, list) would have to guess.
+func sandboxOf(result map[string]interface{}, ifName string) string {
+	ifs, _ := result["interfaces"].([]interface{})
+	first := ""
+	for _, i := range ifs {
+		m, _ := i.(map[string]interface{})
+		sb, _ := m["sandbox"].(string)
+		if sb == "" {
+			continue
+		}
+		if name, _ := m["name"].(string); name == ifName {
+			return sb
+		}
+		if first == "" {
+			first = sb
+		}
+	}
+	return first
 }

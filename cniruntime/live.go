@@ -2,6 +2,8 @@ package cniruntime
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
@@ -105,4 +107,23 @@ func (a *NetworkAttachment) Plugins() (*NetworkConfigList, []CachedPlugin, error
 		out = append(out, CachedPlugin{Conf: p, Stdin: conf.Bytes})
 	}
 	return list, out, nil
+}
+
+// CmdArgs are the arguments a CHECK of the attachment gives plugin p of
+// its cached config (Plugins): for tools that run a plugin's part of the
+// attachment in-process (reload, takeover, handback). version is the
+// list's cniVersion; path becomes CNI_PATH; env is the environment the
+// plugin would inherit; its log lines go to stderr.
+func (a *NetworkAttachment) CmdArgs(version string, p CachedPlugin, path, env []string, stderr io.Writer) *cni.CmdArgs {
+	return &cni.CmdArgs{
+		ContainerID: a.ContainerID,
+		Netns:       a.NetNS,
+		IfName:      a.IfName,
+		Args:        a.ArgsString(),
+		Path:        strings.Join(path, string(os.PathListSeparator)),
+		StdinData:   p.Stdin,
+		Version:     version,
+		Env:         env,
+		Stderr:      stderr,
+	}
 }

@@ -147,3 +147,43 @@ func TestProbeCachedAttachments(t *testing.T) {
 		t.Errorf("by container ID: %v %v", one, err)
 	}
 }
+
+// TestCacheWithoutNetNS: libcni records the namespace path in its cache
+// only since v1.2.0. An older runtime's cache (Debian 12's podman and
+// containerd write such files; this one is podman 4.3's, shortened) names
+// it only as the sandbox of the result's interfaces, which is where the
+// attachment's path is taken from; with no path anywhere, the attachment
+// is neither alive nor gone but unknown — live, for every tool that would
+// otherwise tear it down.
+func TestCacheWithoutNetNS(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "results")
+	if err := os.MkdirAll(results, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	live := t.TempDir() // a path that exists but is no namespace
+	for name, body := range map[string]string{
+		"podman-c1-eth0": `{"kind":"cniCacheV1","containerId":"c1","config":"e30=","ifName":"eth0","networkName":"podman",
+			"result":{"cniVersion":"0.4.0","interfaces":[{"name":"cni-podman0"},{"name":"veth1"},{"name":"eth0","sandbox":"` + live + `"}]}}`,
+		"podman-c2-eth0": `{"kind":"cniCacheV1","containerId":"c2","config":"e30=","ifName":"eth0","networkName":"podman",
+			"result":{"cniVersion":"0.2.0","ip4":{"ip":"10.88.0.3/16"}}}`,
+	} {
+		if err := os.WriteFile(filepath.Join(results, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atts, err := (&Runtime{CacheDir: dir}).ProbeCachedAttachments("")
+	if err != nil || len(atts) != 2 {
+		t.Fatalf("%d attachments, %v", len(atts), err)
+	}
+	byID := map[string]ProbedAttachment{}
+	for _, a := range atts {
+		byID[a.ContainerID] = a
+	}
+	if a := byID["c1"]; a.NetNS != live || a.NetNSState != netns.Gone {
+		t.Errorf("c1: netns %q (%v), want the result's sandbox %q, probed gone (a directory, not a namespace)", a.NetNS, a.NetNSState, live)
+	}
+	if a := byID["c2"]; a.NetNS != "" || a.NetNSState != netns.Unknown || !a.Live() {
+		t.Errorf("c2: netns %q (%v, live %v), want none, unknown and so live", a.NetNS, a.NetNSState, a.Live())
+	}
+}

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/atomicfile"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // A firewalld source is only an address: unlike our nftables elements it
@@ -71,7 +71,7 @@ type owner struct {
 	IfName      string `json:"ifName"`
 }
 
-func ownerOf(o nft.Owner) owner { return owner{o.Network, o.ContainerID, o.IfName} }
+func ownerOf(o ownerid.Owner) owner { return owner{o.Network, o.ContainerID, o.IfName} }
 
 type entry struct {
 	Zone    string  `json:"zone"`
@@ -231,7 +231,7 @@ func release(ctx context.Context, connect Connector, r *record, match func(e *en
 // and the error returned. undo releases, later, what this call claimed
 // (for a caller whose own next step failed). Released sources are not
 // brought back by either.
-func (s Store) Set(ctx context.Context, z Zones, o nft.Owner, zone string, sources []string) (undo func(context.Context) error, err error) {
+func (s Store) Set(ctx context.Context, z Zones, o ownerid.Owner, zone string, sources []string) (undo func(context.Context) error, err error) {
 	me := ownerOf(o)
 	type key struct{ zone, source string }
 	wanted := map[key]bool{}
@@ -307,7 +307,7 @@ type Legacy struct {
 // removed from legacy.Zone unless some attachment claims them there —
 // what the reference's DEL does for prevResult's addresses — with
 // firewalld's errors ignored, as there.
-func (s Store) Release(ctx context.Context, connect Connector, o nft.Owner, legacy *Legacy) error {
+func (s Store) Release(ctx context.Context, connect Connector, o ownerid.Owner, legacy *Legacy) error {
 	me := ownerOf(o)
 	return s.update(false, func(r *record) error {
 		found := false
@@ -329,7 +329,7 @@ func (s Store) Release(ctx context.Context, connect Connector, o nft.Owner, lega
 }
 
 // GC drops the claims of network's attachments that are not in valid.
-func (s Store) GC(ctx context.Context, connect Connector, network string, valid []nft.Owner) error {
+func (s Store) GC(ctx context.Context, connect Connector, network string, valid []ownerid.Owner) error {
 	keep := map[owner]bool{}
 	for _, v := range valid {
 		keep[ownerOf(v)] = true
@@ -340,7 +340,7 @@ func (s Store) GC(ctx context.Context, connect Connector, network string, valid 
 }
 
 // Claims lists what o claims.
-func (s Store) Claims(o nft.Owner) ([]Claim, error) {
+func (s Store) Claims(o ownerid.Owner) ([]Claim, error) {
 	me := ownerOf(o)
 	var out []Claim
 	err := s.update(false, func(r *record) error {

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // fakeZones behaves like firewalld as Conn presents it: one zone per
@@ -56,9 +56,9 @@ func (f *fakeZones) connector() Connector { return func() Zones { return f } }
 
 var (
 	ctx  = context.Background()
-	a    = nft.Owner{Network: "net1", ContainerID: "a", IfName: "eth0"}
-	b    = nft.Owner{Network: "net1", ContainerID: "b", IfName: "eth0"}
-	c    = nft.Owner{Network: "net2", ContainerID: "c", IfName: "eth0"}
+	a    = ownerid.Owner{Network: "net1", ContainerID: "a", IfName: "eth0"}
+	b    = ownerid.Owner{Network: "net1", ContainerID: "b", IfName: "eth0"}
+	c    = ownerid.Owner{Network: "net2", ContainerID: "c", IfName: "eth0"}
 	notR = Connector(func() Zones { return nil })
 )
 
@@ -69,7 +69,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func set(t *testing.T, s Store, z Zones, o nft.Owner, zone string, srcs ...string) func(context.Context) error {
+func set(t *testing.T, s Store, z Zones, o ownerid.Owner, zone string, srcs ...string) func(context.Context) error {
 	t.Helper()
 	undo, err := s.Set(ctx, z, o, zone, srcs)
 	must(t, err)
@@ -86,7 +86,7 @@ func wantZones(t *testing.T, f *fakeZones, want map[string]string) {
 
 // wantClaims compares o's claims with want ("zone source", "!" prefixed
 // when foreign).
-func wantClaims(t *testing.T, s Store, o nft.Owner, want ...string) {
+func wantClaims(t *testing.T, s Store, o ownerid.Owner, want ...string) {
 	t.Helper()
 	cl, err := s.Claims(o)
 	must(t, err)
@@ -176,7 +176,7 @@ func TestGC(t *testing.T) {
 	set(t, s, f, a, "trusted", "10.0.0.5/32")
 	set(t, s, f, b, "trusted", "10.0.0.6/32")
 	set(t, s, f, c, "trusted", "10.1.0.5/32")
-	must(t, s.GC(ctx, f.connector(), "net1", []nft.Owner{b}))
+	must(t, s.GC(ctx, f.connector(), "net1", []ownerid.Owner{b}))
 	wantClaims(t, s, a)
 	wantClaims(t, s, b, "trusted 10.0.0.6/32")
 	wantClaims(t, s, c, "trusted 10.1.0.5/32")

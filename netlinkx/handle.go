@@ -82,7 +82,7 @@ type Handle struct {
 
 // Open dials rtnetlink inside ns (nil: the calling thread's namespace). The
 // socket stays in ns for its whole life; ns must stay open only while Open
-// runs, but Sysctl-style helpers that take the handle's namespace need it
+// runs, but helpers that take the handle's namespace (sysctl.Get) need it
 // open for as long as they are used.
 func Open(ns *netns.NS) (*Handle, error) {
 	cfg := &netlink.Config{}
@@ -130,7 +130,7 @@ func OpenOwning(ns *netns.NS) (*Handle, error) {
 }
 
 // NS returns the namespace the handle was opened in (nil: the namespace of
-// the thread that opened it), e.g. for Sysctl.
+// the thread that opened it), e.g. for sysctl.Get.
 func (h *Handle) NS() *netns.NS { return h.ns }
 
 // Close closes the socket, and the namespace if the handle owns it.

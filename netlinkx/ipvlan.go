@@ -43,7 +43,7 @@ type IPVlanSpec struct {
 }
 
 // AddIPVlan creates an ipvlan on s.Parent. Without the ipvlan driver the
-// error is a KindUnsupportedError.
+// error is an *nlerr.UnsupportedError.
 func (h *Handle) AddIPVlan(s IPVlanSpec) error {
 	return h.addKind(fmt.Sprintf("adding ipvlan %q", s.Name), s.ChildSpec, ipvlanInfo(s))
 }

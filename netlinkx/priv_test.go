@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // newNS gives a throwaway namespace and a handle in it.
@@ -407,7 +407,7 @@ func TestWaitDADSettled(t *testing.T) {
 		// Without carrier a timeout is fine (see above): wait for it.
 		privtest.WaitOperUp(t, h, "eth0")
 		// 100 probes, one a second: DAD cannot finish within the test.
-		must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/eth0/dad_transmits", "100"))
+		must(t, sysctl.Set(ns, "net/ipv6/conf/eth0/dad_transmits", "100"))
 		must(t, h.AddAddr("eth0", netip.MustParsePrefix("2001:db8::2/64"), netlinkx.AddrOpts{}))
 		err := h.WaitDADSettled("eth0", 300*time.Millisecond)
 		if err == nil || err.Error() != "link eth0 still has tentative addresses after 1 seconds" {
@@ -549,72 +549,4 @@ func TestRoutes(t *testing.T) {
 	must(t, h.DelRoute(netlinkx.Route{Dst: pfx("10.3.0.0/16")}))
 	err = h.DelRoute(netlinkx.Route{Dst: pfx("10.3.0.0/16"), LinkIndex: idx})
 	wantErr(t, err, "deleting route 10.3.0.0/16 dev eth0: no such process", unix.ESRCH)
-}
-
-func TestSysctl(t *testing.T) {
-	ns, h := newNS(t)
-	hostBefore, err := netlinkx.Sysctl(nil, "net/ipv4/ip_forward")
-	must(t, err)
-	flip := map[string]string{"0": "1", "1": "0"}[hostBefore]
-
-	must(t, netlinkx.SetSysctl(ns, "net/ipv4/ip_forward", flip))
-	for _, name := range []string{"net/ipv4/ip_forward", "net.ipv4.ip_forward"} {
-		got, err := netlinkx.Sysctl(ns, name)
-		if err != nil || got != flip {
-			t.Errorf("Sysctl(ns, %q) = %q, %v; want %q", name, got, err, flip)
-		}
-	}
-	hostAfter, err := netlinkx.Sysctl(nil, "net/ipv4/ip_forward")
-	must(t, err)
-	if hostAfter != hostBefore {
-		t.Fatalf("host ip_forward changed from %s to %s", hostBefore, hostAfter)
-	}
-
-	// Interface names with dots: slash form as is, dotted form swapped.
-	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "br.5"}))
-	must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/br.5/accept_ra", "0"))
-	got, err := netlinkx.Sysctl(ns, "net.ipv6.conf.br/5.accept_ra")
-	if err != nil || got != "0" {
-		t.Errorf("dotted read = %q, %v", got, err)
-	}
-
-	err = netlinkx.SetSysctl(ns, "net/ipv6/conf/nope0/accept_ra", "0")
-	if !errors.Is(err, unix.ENOENT) || err.Error() != "open /proc/sys/net/ipv6/conf/nope0/accept_ra: no such file or directory" {
-		t.Errorf("missing sysctl: %v", err)
-	}
-	if _, err := netlinkx.Sysctl(ns, "net/../../etc/hostname"); err == nil {
-		t.Error("path escape accepted")
-	}
-	err = netlinkx.SetSysctl(ns, "net/ipv4/ip_forward", "bogus")
-	if !errors.Is(err, unix.EINVAL) {
-		t.Errorf("bad value: %v", err)
-	}
-}
-
-// IPv4Devconf reads what the file under /proc/sys/net/ipv4/conf holds:
-// route_localnet flipped both ways, and other settings by their index
-// (rp_filter 8, arp_notify 22), so a wrong index or offset fails.
-func TestIPv4Devconf(t *testing.T) {
-	ns, h := newNS(t)
-	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
-	for _, tc := range []struct {
-		file  string
-		index int
-		value string
-	}{
-		{"route_localnet", netlinkx.DevconfRouteLocalnet, "1"},
-		{"route_localnet", netlinkx.DevconfRouteLocalnet, "0"},
-		{"rp_filter", 8, "2"},
-		{"arp_notify", 22, "1"},
-	} {
-		name := "net/ipv4/conf/br0/" + tc.file
-		must(t, netlinkx.SetSysctl(ns, name, tc.value))
-		got, err := h.IPv4Devconf("br0", tc.index)
-		if err != nil || strconv.FormatUint(uint64(got), 10) != tc.value {
-			t.Errorf("IPv4Devconf(br0, %d) after %s=%s: %d, %v", tc.index, tc.file, tc.value, got, err)
-		}
-	}
-	if _, err := h.IPv4Devconf("nope0", netlinkx.DevconfRouteLocalnet); !errors.Is(err, netlinkx.ErrNotFound) {
-		t.Errorf("missing link: %v", err)
-	}
 }

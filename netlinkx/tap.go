@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/crashpoint"
+	"github.com/nftcni/nftcni/netns"
 )
 
 // Tap devices cannot be created over rtnetlink (the tun driver refuses
@@ -149,4 +150,13 @@ func (h *Handle) TunInfo(name string) (TunInfo, error) {
 		return TunInfo{}, &Error{Op: op, Err: err}
 	}
 	return ti, nil
+}
+
+// inNS runs fn inside ns, or directly when ns is nil: a tun device lands
+// in the namespace of the thread that opens /dev/net/tun.
+func inNS(ns *netns.NS, fn func() error) error {
+	if ns == nil {
+		return fn()
+	}
+	return ns.Do(fn)
 }

@@ -19,7 +19,7 @@ type VlanSpec struct {
 }
 
 // AddVlan creates a VLAN link on s.Parent. Without the 8021q driver the
-// error is a KindUnsupportedError.
+// error is an *nlerr.UnsupportedError.
 func (h *Handle) AddVlan(s VlanSpec) error {
 	op := fmt.Sprintf("adding vlan %q (id %d)", s.Name, s.ID)
 	if s.ID < 0 || s.ID > 4094 {

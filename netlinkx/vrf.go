@@ -25,7 +25,7 @@ type VRF struct {
 
 // AddVRF creates a VRF device bound to table. An existing link of that name
 // gives an error matching unix.EEXIST; on a kernel without the vrf driver
-// (CONFIG_NET_VRF) the error is a KindUnsupportedError.
+// (CONFIG_NET_VRF) the error is an *nlerr.UnsupportedError.
 func (h *Handle) AddVRF(name string, table uint32) error {
 	op := fmt.Sprintf("adding VRF %q (table %d)", name, table)
 	req := &rtnetlink.LinkMessage{Attributes: &rtnetlink.LinkAttributes{

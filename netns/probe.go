@@ -34,10 +34,13 @@ func (s State) String() string {
 }
 
 // Probe examines path without opening it. The error says why the answer is
-// Gone or Unknown; it is nil for Alive.
+// Gone or Unknown; it is nil for Alive. No path at all is Unknown.
 func Probe(path string) (State, error) {
 	if path == "" {
-		return Gone, errors.New("no netns path")
+		// Nothing says where it was: a cache written by a libcni older
+		// than v1.2.0 records no path, and the runtime that holds the
+		// namespace may well be running it.
+		return Unknown, errors.New("no netns path recorded")
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {

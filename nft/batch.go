@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TablePrefix starts the name of every table nftcni creates. Batch refuses
@@ -36,7 +38,17 @@ type Batch struct {
 	// batch must not create a FORWARD chain twice, nor delete a table
 	// another plan writes into.
 	iptables map[nftables.TableFamily]*iptablesUse
+	extra    []extraAttrs // attributes google/nftables cannot encode, appended to messages
 	err      error
+}
+
+// extraAttrs are netlink attributes appended to message i of the batch:
+// what google/nftables v0.3.0 has no field for (a table's or chain's
+// comment, a rule's NFTA_RULE_COMPAT for x_tables matches it does not
+// know).
+type extraAttrs struct {
+	i     int
+	attrs []netlink.Attribute
 }
 
 func newBatch() *Batch {
@@ -91,6 +103,13 @@ func (b *Batch) messages() ([]netlink.Message, error) {
 		}
 		for _, i := range b.echo {
 			b.msgs[i].Header.Flags |= netlink.Echo
+		}
+		for _, x := range b.extra {
+			enc, err := netlink.MarshalAttributes(x.attrs)
+			if err != nil {
+				return nil, fmt.Errorf("encoding nftables batch: %w", err)
+			}
+			b.msgs[x.i].Data = append(b.msgs[x.i].Data, enc...)
 		}
 	}
 	return b.msgs, nil
@@ -207,8 +226,8 @@ func (b *Batch) elements(s *nftables.Set, elems []Element, add bool) {
 	}
 	vals := make([]nftables.SetElement, len(elems))
 	for i, e := range elems {
-		if len(e.Comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", MaxCommentLen))
+		if len(e.Comment) > ownerid.MaxCommentLen {
+			b.fail(fmt.Errorf("nftables: element comment longer than %d bytes", ownerid.MaxCommentLen))
 			return
 		}
 		vals[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd}
@@ -242,15 +261,25 @@ func (b *Batch) AddRule(r *nftables.Rule, comment string) {
 		b.fail(err)
 		return
 	}
-	if comment != "" {
-		if len(comment) > MaxCommentLen {
-			b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
-			return
-		}
-		r.UserData = RuleUserData(comment)
+	if !b.setComment(r, comment) {
+		return
 	}
 	b.rec.AddRule(r)
 	b.n++
+}
+
+// setComment stores comment (none when "") in r as nft stores it; false,
+// and the batch failed, when it is too long.
+func (b *Batch) setComment(r *nftables.Rule, comment string) bool {
+	if comment == "" {
+		return true
+	}
+	if len(comment) > ownerid.MaxCommentLen {
+		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", ownerid.MaxCommentLen))
+		return false
+	}
+	r.UserData = RuleUserData(comment)
+	return true
 }
 
 // DeleteRule deletes the rule with handle h from ch.

@@ -53,10 +53,11 @@ type Conn struct {
 // which is the process's own unless the caller moved its locked thread).
 // The socket stays in that namespace for its whole life. Every component
 // gets its Conns here, which makes this the one place golden tests put a
-// fake nf_tables under them (see nft/internal/fakedial).
+// fake nf_tables under them: a namespace handle of the test's own that
+// dials a fake (see nft/internal/fakedial).
 func Open(ns *netns.NS) (*Conn, error) {
-	if fakedial.Dial != nil {
-		return NewConn(fakedial.Dial()), nil
+	if dial := fakedial.For(ns); dial != nil {
+		return NewConn(dial()), nil
 	}
 	cfg := &netlink.Config{}
 	where := "current netns"

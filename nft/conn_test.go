@@ -9,9 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 func TestCommentNeverPanics(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ud   []byte
 		want string
@@ -99,11 +101,11 @@ func TestLiveProbes(t *testing.T) {
 	c := openTest(t)
 	// Each probe's verdict follows from the running kernel's version
 	// (features[f].kernel): supported from that release on, an
-	// *UnsupportedError before it (Debian 12's 6.1 lacks destroy, say).
+	// *nlerr.UnsupportedError before it (Debian 12's 6.1 lacks destroy, say).
 	for _, f := range []Feature{ConcatRanges, Destroy, XTConntrackMatch} {
 		err := c.Require(f)
 		has := kernelAtLeast(t, features[f].kernel)
-		var u *UnsupportedError
+		var u *nlerr.UnsupportedError
 		switch {
 		case has && err != nil:
 			t.Errorf("%v: %v on a kernel that has it", f, err)

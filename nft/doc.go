@@ -1,7 +1,9 @@
 // Package nft is nftcni's nftables layer: a small layer over
 // google/nftables that every component holding firewall state goes
 // through. Sub-packages hold the per-feature data models (masq, macspoof,
-// later portmap and firewall); this package holds what they share.
+// portmap, firewall), the accepts in other owners' chains (foreign) and
+// the reference plugins' objects (reference); this package holds what
+// they share.
 //
 // # Rules of the house
 //
@@ -24,11 +26,11 @@
 //     rule comments, which carry a layout version, and rewrites the chain
 //     only when they differ). Per-container state is set elements — O(1)
 //     per packet however many containers there are — each carrying the
-//     owner tag (Owner.Tag) as its comment, stored exactly as nft stores
-//     comments, so `nft list ruleset` shows them.
+//     owner tag (ownerid.Owner.Tag) as its comment, stored exactly as nft
+//     stores comments, so `nft list ruleset` shows them.
 //   - Owner tags, never expressions, identify what is whose: DEL deletes
 //     what carries its tag, GC what carries the network's hash but no valid
-//     attachment's (Stale). Elements without a tag of ours are never
+//     attachment's (ownerid.Stale). Elements without a tag of ours are never
 //     deleted by DEL or GC.
 //   - One batch per operation, guarded by the ruleset generation. Conn.Update
 //     reads the generation (NFT_MSG_GETGEN), lets the caller read and plan,
@@ -42,7 +44,7 @@
 //     owners set (OwnersSet) with one marker element per owner, added in
 //     the owner's Setup batch and removed by DEL and GC with its other
 //     elements, and recording the Setup's input when it fits in the
-//     comment (Owner.MarkerWith). A Setup first asks for its marker (one
+//     comment (MarkerWith). A Setup first asks for its marker (one
 //     GET): absent — every first ADD — it reads only the elements with
 //     the keys it wants (Tx.Lookup, one GET per key), which is all
 //     take-over and conflict decisions need, and creates its elements with

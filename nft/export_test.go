@@ -12,3 +12,6 @@ func ResetProbes() {
 // SetupPaths reports how many Setups took a lookup path (fast or recorded) so
 // far, and how many of those fell back to the slow path.
 func SetupPaths() (fast, fallback int64) { return paths.fast.Load(), paths.fallback.Load() }
+
+// Unsupported is the error Require and Explain give for a missing f.
+func Unsupported(f Feature, err error) error { return f.unsupported(err) }

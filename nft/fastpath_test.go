@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
@@ -30,7 +31,7 @@ var (
 
 // fixture fills hash4 with 10.7.0.5 and range4 with 10.7.0.0/24 . 10.7.0.5,
 // both tagged as a's, and the owners set with a's marker.
-func fixture(t *testing.T, c *nft.Conn, a nft.Owner) nft.Element {
+func fixture(t *testing.T, c *nft.Conn, a ownerid.Owner) nft.Element {
 	t.Helper()
 	exempt := nft.Element{Key: []byte{10, 7, 0, 0, 10, 7, 0, 5}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 5}, Comment: a.Tag()}
 	err := c.Update(func(tx *nft.Tx) error {
@@ -41,7 +42,7 @@ func fixture(t *testing.T, c *nft.Conn, a nft.Owner) nft.Element {
 		b.AddSet(nft.OwnersSet(testTable))
 		b.AddElements(hash4, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}})
 		b.AddElements(range4, []nft.Element{exempt})
-		b.AddElements(nft.OwnersSet(testTable), []nft.Element{a.Marker()})
+		b.AddElements(nft.OwnersSet(testTable), []nft.Element{nft.Marker(a)})
 		return nil
 	})
 	if err != nil {
@@ -61,7 +62,7 @@ func TestLiveLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := nft.Owner{Network: "lk", ContainerID: "aaaa", IfName: "eth0"}
+	a := ownerid.Owner{Network: "lk", ContainerID: "aaaa", IfName: "eth0"}
 	if els, err := c.Lookup(hash4, []nft.Element{{Key: []byte{10, 7, 0, 5}}}); err != nil || len(els) != 0 {
 		t.Fatalf("no table: %v, %v", els, err)
 	}
@@ -78,7 +79,7 @@ func TestLiveLookup(t *testing.T) {
 		{"hash, one of two", masq4, []nft.Element{{Key: []byte{10, 7, 0, 6}}, {Key: []byte{10, 7, 0, 5}}}, []nft.Element{{Key: []byte{10, 7, 0, 5}, Comment: a.Tag()}}},
 		{"interval, exact range", exempt4, []nft.Element{{Key: exempt.Key, KeyEnd: exempt.KeyEnd}}, []nft.Element{exempt}},
 		{"interval, other address", exempt4, []nft.Element{{Key: []byte{10, 7, 0, 0, 10, 7, 0, 6}, KeyEnd: []byte{10, 7, 0, 255, 10, 7, 0, 6}}}, nil},
-		{"marker", nft.OwnersSet(testTable), []nft.Element{a.Marker()}, []nft.Element{a.Marker()}},
+		{"marker", nft.OwnersSet(testTable), []nft.Element{nft.Marker(a)}, []nft.Element{nft.Marker(a)}},
 		{"no such set", &nftables.Set{Table: testTable, Name: "nosuch"}, []nft.Element{{Key: []byte{1, 2, 3, 4}}}, nil},
 	} {
 		got, err := c.Lookup(tc.set, tc.keys)
@@ -111,7 +112,7 @@ func TestLiveCreateOfExistingKeyFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := nft.Owner{Network: "cr", ContainerID: "aaaa", IfName: "eth0"}
+	a := ownerid.Owner{Network: "cr", ContainerID: "aaaa", IfName: "eth0"}
 	fixture(t, c, a)
 	masq4, exempt4 := hash4, range4
 	for _, tc := range []struct {
@@ -157,8 +158,8 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := nft.Owner{Network: "fp", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "fp", ContainerID: "bbbb", IfName: "eth0"}
+	a := ownerid.Owner{Network: "fp", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "fp", ContainerID: "bbbb", IfName: "eth0"}
 	step := func(name string, op func() error, wantFast, wantFallback int64) {
 		t.Helper()
 		fast0, fb0 := nft.SetupPaths()
@@ -182,8 +183,8 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	step("B takes over", func() error { return masq.Setup(ns, b, pfx("10.8.0.6/24")) }, 1, 0)
 	nfttest.ExpectOwned(t, ns, "after B's take-over",
 		"inet src4 "+b.Tag(), "inet local4 "+b.Tag(),
-		"inet owners "+a.MarkerWith("10.8.0.6/24").Comment, "inet owners "+b.MarkerWith("10.8.0.6/24").Comment)
-	for _, o := range []nft.Owner{a, b} {
+		"inet owners "+nft.MarkerWith(a, "10.8.0.6/24").Comment, "inet owners "+nft.MarkerWith(b, "10.8.0.6/24").Comment)
+	for _, o := range []ownerid.Owner{a, b} {
 		if err := masq.Teardown(ns, o); err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +202,7 @@ func TestLiveReadCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := nft.Owner{Network: "rc", ContainerID: "aaaa", IfName: "eth0"}
+	a := ownerid.Owner{Network: "rc", ContainerID: "aaaa", IfName: "eth0"}
 	fixture(t, c, a)
 	defer nft.EnableReadCache()()
 	keys := func() []byte {

@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // Feature is a kernel nf_tables capability we may depend on. nftcni
@@ -53,26 +55,16 @@ func (f Feature) String() string {
 	return features[f].name
 }
 
-// UnsupportedError says the running kernel lacks a feature. It matches
-// errors.ErrUnsupported; Err, when set, is what the kernel answered.
-type UnsupportedError struct {
-	Feature Feature
-	Err     error
-}
-
-func (e *UnsupportedError) Error() string {
+// unsupported says the running kernel lacks f: an *nlerr.UnsupportedError
+// reading "nftables: <feature> not supported by this kernel (needs Linux ≥
+// X)", matching errors.ErrUnsupported and err, what the kernel answered.
+func (f Feature) unsupported(err error) error {
 	kernel := "?"
-	if e.Feature >= 0 && e.Feature < numFeatures {
-		kernel = features[e.Feature].kernel
+	if f >= 0 && f < numFeatures {
+		kernel = features[f].kernel
 	}
-	return fmt.Sprintf("nftables: %s not supported by this kernel (needs Linux ≥ %s)", e.Feature, kernel)
+	return &nlerr.UnsupportedError{What: "nftables: " + f.String(), Linux: kernel, Err: err}
 }
-
-// Is makes errors.Is(err, errors.ErrUnsupported) true.
-func (e *UnsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
-
-// Unwrap returns the kernel's answer to the probe.
-func (e *UnsupportedError) Unwrap() error { return e.Err }
 
 // probed caches definitive answers per process: the kernel does not change
 // under us, and all namespaces share it. Errors that say nothing about the
@@ -83,8 +75,8 @@ var probed struct {
 	err   [numFeatures]error // nil: supported
 }
 
-// Require returns nil when the kernel has f, an *UnsupportedError when it
-// does not, and any other error when it could not tell.
+// Require returns nil when the kernel has f, an *nlerr.UnsupportedError
+// when it does not, and any other error when it could not tell.
 func (c *Conn) Require(f Feature) error {
 	if f < 0 || f >= numFeatures {
 		return fmt.Errorf("nftables: unknown feature %d", int(f))
@@ -99,7 +91,7 @@ func (c *Conn) Require(f Feature) error {
 		return fmt.Errorf("probing nftables for %s: %w", f, err)
 	}
 	if err != nil {
-		err = &UnsupportedError{Feature: f, Err: err}
+		err = f.unsupported(err)
 	}
 	probed.known[f], probed.err[f] = true, err
 	return err
@@ -176,7 +168,7 @@ func (c *Conn) probe(f Feature) error {
 	return err
 }
 
-// Explain turns err, a failed batch, into an *UnsupportedError when one of
+// Explain turns err, a failed batch, into an *nlerr.UnsupportedError when one of
 // fs, the features the batch relied on, turns out to be missing; otherwise
 // it returns err unchanged. Probing only after a failure keeps the common
 // path free of probes: a CNI plugin is a new process every time, so a
@@ -186,9 +178,9 @@ func (c *Conn) Explain(err error, fs ...Feature) error {
 		return err
 	}
 	for _, f := range fs {
-		var u *UnsupportedError
+		var u *nlerr.UnsupportedError
 		if perr := c.Require(f); errors.As(perr, &u) {
-			return &UnsupportedError{Feature: f, Err: err}
+			return f.unsupported(err)
 		}
 	}
 	return err

@@ -5,13 +5,15 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // OwnersSetName is the set of owner markers every table of ours holds.
 const OwnersSetName = "owners"
 
 // OwnersSet is table's set of owner markers: one element per owner that
-// has state in the table, keyed by Owner.AttachmentHash and carrying the
+// has state in the table, keyed by ownerid.Owner.AttachmentHash and carrying the
 // owner tag as comment like every other element.
 //
 // Why: a Setup must replace the owner's previous elements, which are found
@@ -29,7 +31,7 @@ func OwnersSet(table *nftables.Table) *nftables.Set {
 }
 
 // Marker is owner's element in the owners set (OwnersSet).
-func (o Owner) Marker() Element {
+func Marker(o ownerid.Owner) Element {
 	return Element{Key: []byte(o.AttachmentHash()), Comment: o.Tag()}
 }
 
@@ -39,9 +41,9 @@ func (o Owner) Marker() Element {
 // those elements instead of reading whole sets. The record replaces the
 // container ID after the tag's hashes, behind "=" (which no container ID
 // starts with): `<h(network)>:<h(attachment)> =<record>`. A record that
-// would make the comment longer than MaxCommentLen is left out: the marker
-// is then the plain one, and Teardown reads whole sets.
-func (o Owner) MarkerWith(record string) Element {
+// would make the comment longer than ownerid.MaxCommentLen is left out:
+// the marker is then the plain one, and Teardown reads whole sets.
+func MarkerWith(o ownerid.Owner, record string) Element {
 	e, _ := MarkerOfTag(o.Tag(), record)
 	return e
 }
@@ -51,21 +53,21 @@ func (o Owner) MarkerWith(record string) Element {
 // every owner's marker from its elements); ok is false when tag is not
 // an owner tag.
 func MarkerOfTag(tag, record string) (e Element, ok bool) {
-	p, ok := ParseTag(tag)
+	p, ok := ownerid.ParseTag(tag)
 	if !ok {
 		return Element{}, false
 	}
 	e = Element{Key: []byte(p.Attachment), Comment: tag}
-	if c := p.Network + ":" + p.Attachment + " =" + record; record != "" && len(c) <= MaxCommentLen {
+	if c := p.Network + ":" + p.Attachment + " =" + record; record != "" && len(c) <= ownerid.MaxCommentLen {
 		e.Comment = c
 	}
 	return e, true
 }
 
-// Record is the record in owner's marker among cur (as read by
+// MarkerRecord is the record in owner's marker among cur (as read by
 // OwnerMarker); ok is false when owner has no marker there, or one
 // without a record.
-func (o Owner) Record(cur []Element) (record string, ok bool) {
+func MarkerRecord(o ownerid.Owner, cur []Element) (record string, ok bool) {
 	for _, e := range cur {
 		if o.OwnedBy(e.Comment) {
 			_, rest, _ := strings.Cut(e.Comment, " ")
@@ -83,8 +85,8 @@ func (o Owner) Record(cur []Element) (record string, ok bool) {
 // Setup takes the fast path. A marker with the same key and another tag
 // (another network's attachment with the same hash) is in cur but not
 // mine: Setup takes the slow path and takes the key over.
-func (tx *Tx) OwnerMarker(table *nftables.Table, owner Owner) (cur []Element, mine bool, err error) {
-	cur, err = tx.Lookup(OwnersSet(table), []Element{owner.Marker()})
+func (tx *Tx) OwnerMarker(table *nftables.Table, owner ownerid.Owner) (cur []Element, mine bool, err error) {
+	cur, err = tx.Lookup(OwnersSet(table), []Element{Marker(owner)})
 	if err != nil {
 		return nil, false, err
 	}

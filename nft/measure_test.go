@@ -19,6 +19,7 @@ import (
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/portmap"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestLiveMeasureSetupPaths is a measurement, not an assertion: with 1000
@@ -44,8 +45,8 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 	addr := func(i int) []netip.Prefix {
 		return []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}), 24)}
 	}
-	owner := func(i int) nft.Owner {
-		return nft.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
+	owner := func(i int) ownerid.Owner {
+		return ownerid.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
 	}
 	for i := range owners {
 		if err := masq.Setup(ns, owner(i), addr(i)); err != nil {
@@ -118,8 +119,8 @@ func TestLiveMeasureGrowth(t *testing.T) {
 	prefix := func(i int) netip.Prefix {
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}), 8)
 	}
-	owner := func(i int) nft.Owner {
-		return nft.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
+	owner := func(i int) ownerid.Owner {
+		return ownerid.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
 	}
 	pmSpec := func(i int) portmap.Spec {
 		p := prefix(i)

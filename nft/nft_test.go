@@ -14,6 +14,7 @@ import (
 )
 
 func TestUnsupportedErrorText(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    nft.Feature
 		want string
@@ -21,7 +22,7 @@ func TestUnsupportedErrorText(t *testing.T) {
 		{nft.ConcatRanges, "nftables: concatenated interval sets not supported by this kernel (needs Linux ≥ 5.6)"},
 		{nft.Destroy, "nftables: destroy commands not supported by this kernel (needs Linux ≥ 6.3)"},
 	} {
-		err := error(&nft.UnsupportedError{Feature: tc.f, Err: unix.EINVAL})
+		err := nft.Unsupported(tc.f, unix.EINVAL)
 		if err.Error() != tc.want {
 			t.Errorf("%v: %q, want %q", tc.f, err, tc.want)
 		}
@@ -83,6 +84,7 @@ func TestExplainSupported(t *testing.T) {
 // Our batches refuse tables outside the nftcni_ prefix, before sending
 // anything.
 func TestBatchRefusesForeignTables(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{}
 	c := f.Conn()
 	err := c.Update(func(tx *nft.Tx) error {
@@ -99,6 +101,7 @@ func TestBatchRefusesForeignTables(t *testing.T) {
 
 // A kernel error on one message fails the whole batch with that errno.
 func TestBatchErrorReported(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{Reject: func(m netlink.Message) unix.Errno {
 		if int(m.Header.Type)&0xff == unix.NFT_MSG_NEWCHAIN {
 			return unix.EEXIST
@@ -118,6 +121,7 @@ func TestBatchErrorReported(t *testing.T) {
 }
 
 func TestRuleUserData(t *testing.T) {
+	t.Parallel()
 	ud := nft.RuleUserData("hello")
 	if string(ud) != "\x00\x06hello\x00" {
 		t.Errorf("RuleUserData = %q", ud)

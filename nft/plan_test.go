@@ -78,6 +78,7 @@ func shapes(batch []netlink.Message) []string {
 // FORWARD chains (and their tables), which the firewall and portmap both
 // find missing and which the batch creates once.
 func TestApplyPlansInOneBatch(t *testing.T) {
+	t.Parallel()
 	plans := attachmentPlans(t)
 	var want []string
 	seen := map[string]bool{}
@@ -121,6 +122,7 @@ const nftSubsys = unix.NFNL_SUBSYS_NFTABLES << 8
 // prefixed with what it does when it is one of several; a plan that says
 // its error is final is not retried on the slow path.
 func TestApplyErrorsNamePlans(t *testing.T) {
+	t.Parallel()
 	fail := nft.Plan{What: "adding what fails", Run: func(*nft.Tx, bool, *bool) error { return fmt.Errorf("boom") }}
 	runs := 0
 	final := nft.Plan{What: "deciding", Retry: func(error) bool { return false }, Run: func(_ *nft.Tx, _ bool, lookups *bool) error {
@@ -149,6 +151,7 @@ func TestApplyErrorsNamePlans(t *testing.T) {
 // by one plan while another writes into it, and a rule after the table's
 // deletion fails the batch instead of failing in the kernel.
 func TestIptablesFilterOncePerBatch(t *testing.T) {
+	t.Parallel()
 	rule := func(b *nft.Batch) {
 		ch := nft.IptablesForward(nftables.TableFamilyIPv4)
 		b.InsertForeignRule(&nftables.Rule{Table: ch.Table, Chain: ch}, nfttest.Sample.Tag())

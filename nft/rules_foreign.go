@@ -8,6 +8,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Rules in chains that are not ours.
@@ -21,7 +23,7 @@ import (
 // firewall and portmap therefore put accept rules for their attachments
 // into those chains (package nft/foreign). The exception is kept small:
 //
-//   - rules, and only owner-tagged ones (ParseTag must accept the
+//   - rules, and only owner-tagged ones (ownerid.ParseTag must accept the
 //     comment); deletions go by the handle of a rule read in the same
 //     Update, whose tag the caller checked;
 //   - no table, chain or set of someone else's is ever modified or
@@ -54,12 +56,12 @@ func (c *Conn) chainExists(ch *nftables.Chain) (bool, error) {
 // Update. The kernel echoes the rule with its handle once the batch is
 // committed (Tx.Echoed).
 func (b *Batch) InsertForeignRule(r *nftables.Rule, tag string) {
-	if _, ok := ParseTag(tag); !ok {
+	if _, ok := ownerid.ParseTag(tag); !ok {
 		b.fail(fmt.Errorf("nftables: refusing a rule without an owner tag in chain %s %s %s", familyName(r.Table.Family), r.Table.Name, r.Chain.Name))
 		return
 	}
-	if len(tag) > MaxCommentLen {
-		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", MaxCommentLen))
+	if len(tag) > ownerid.MaxCommentLen {
+		b.fail(fmt.Errorf("nftables: rule comment longer than %d bytes", ownerid.MaxCommentLen))
 		return
 	}
 	if isIptablesFilter(r.Table) {

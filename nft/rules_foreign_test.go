@@ -6,12 +6,15 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 var foreignTable = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}
 
 // Only owner-tagged rules go into a chain that is not ours.
 func TestInsertForeignRuleNeedsOwnerTag(t *testing.T) {
+	t.Parallel()
 	ch := &nftables.Chain{Table: foreignTable, Name: "FORWARD"}
 	for _, tag := range []string{"", "a rule", "0123:4567 x"} {
 		b := newBatch()
@@ -21,7 +24,7 @@ func TestInsertForeignRuleNeedsOwnerTag(t *testing.T) {
 		}
 	}
 	b := newBatch()
-	tag := Owner{Network: "n", ContainerID: "c", IfName: "eth0"}.Tag()
+	tag := ownerid.Owner{Network: "n", ContainerID: "c", IfName: "eth0"}.Tag()
 	b.InsertForeignRule(&nftables.Rule{Table: foreignTable, Chain: ch, Exprs: []expr.Any{&expr.Counter{}}}, tag)
 	if msgs, err := b.messages(); err != nil || len(msgs) != 1 {
 		t.Errorf("tagged rule: %d messages, %v", len(msgs), err)
@@ -49,7 +52,7 @@ func TestLiveForeignRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag := Owner{Network: "n", ContainerID: "c", IfName: "eth0"}.Tag()
+	tag := ownerid.Owner{Network: "n", ContainerID: "c", IfName: "eth0"}.Tag()
 	err = c.Update(func(tx *Tx) error {
 		ok, err := tx.ChainExists(ch)
 		if err != nil || !ok {

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -237,4 +238,214 @@ func (b *Batch) DeleteReferenceChain(ch *nftables.Chain) {
 	b.rec.FlushChain(&nftables.Chain{Table: ch.Table, Name: ch.Name})
 	b.rec.DelChain(&nftables.Chain{Table: ch.Table, Name: ch.Name})
 	b.n += 2
+}
+
+// Handing attachments back (`nftcni handback`, before nftcni is removed):
+// the reference plugins that come back delete an attachment only by what
+// their own ADD would have made, so its state is written again in their
+// layout — their iptables-nft chains and rules, encoded as iptables-nft
+// encodes them, or their nftables tables — before ours is removed. This
+// is the third narrow exception, and it only ever adds:
+//
+//   - tables and chains are created only where the caller saw them
+//     missing in the same Update, with NLM_F_EXCL (if one appeared
+//     meanwhile the batch fails rather than touch it), and only in the
+//     reference's tables (referenceTable): iptables-nft's nat and filter
+//     tables, the reference's own nftables tables, bridge nat; a base
+//     chain of iptables-nft's tables only as iptables-nft defines it
+//     (IptablesBaseChain);
+//   - rules only into chains of the reference's (per-attachment and
+//     shared names, every chain of its own nftables tables), and into a
+//     base chain only when they jump to one of those.
+//
+// Nothing is modified or deleted here.
+
+// referenceTable reports whether t is a table the reference plugins
+// write to.
+func referenceTable(t *nftables.Table) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Family {
+	case nftables.TableFamilyIPv4, nftables.TableFamilyIPv6:
+		return t.Name == "nat" || t.Name == "filter" || t.Name == referenceHostportTable
+	case nftables.TableFamilyINet:
+		return t.Name == referenceMasqTable
+	case nftables.TableFamilyBridge:
+		return t.Name == "nat"
+	}
+	return false
+}
+
+// The reference's own nftables tables (its nftables backends).
+const (
+	referenceMasqTable     = "cni_plugins_masquerade"
+	referenceHostportTable = "cni_hostport"
+)
+
+// iptablesTable reports whether t is one of iptables-nft's tables.
+func iptablesTable(t *nftables.Table) bool {
+	return (t.Family == nftables.TableFamilyIPv4 || t.Family == nftables.TableFamilyIPv6) && (t.Name == "nat" || t.Name == "filter")
+}
+
+// referenceChain reports whether ch is a chain of the reference's: one of
+// its nftables tables', or one named as it names its chains.
+func referenceChain(ch *nftables.Chain) bool {
+	if ch.Table.Name == referenceMasqTable || ch.Table.Name == referenceHostportTable {
+		return true
+	}
+	for _, p := range ReferenceChainPrefixes {
+		if strings.HasPrefix(ch.Name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// IptablesBaseChain is base chain name of iptables-nft's table (nat or
+// filter) of family fam, defined as iptables-nft defines it (hook,
+// type, priority, policy accept); nil for a name that is none of them.
+func IptablesBaseChain(fam nftables.TableFamily, table, name string) *nftables.Chain {
+	type def struct {
+		hook *nftables.ChainHook
+		prio *nftables.ChainPriority
+	}
+	var defs map[string]def
+	typ := nftables.ChainTypeFilter
+	switch table {
+	case "nat":
+		typ = nftables.ChainTypeNAT
+		defs = map[string]def{
+			"PREROUTING":  {nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest},
+			"INPUT":       {nftables.ChainHookInput, nftables.ChainPriorityNATSource},
+			"OUTPUT":      {nftables.ChainHookOutput, nftables.ChainPriorityNATDest},
+			"POSTROUTING": {nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource},
+		}
+	case "filter":
+		defs = map[string]def{
+			"INPUT":   {nftables.ChainHookInput, nftables.ChainPriorityFilter},
+			"FORWARD": {nftables.ChainHookForward, nftables.ChainPriorityFilter},
+			"OUTPUT":  {nftables.ChainHookOutput, nftables.ChainPriorityFilter},
+		}
+	}
+	d, ok := defs[name]
+	if !ok || (fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6) {
+		return nil
+	}
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Table: &nftables.Table{Family: fam, Name: table}, Name: name,
+		Type: typ, Hooknum: d.hook, Priority: d.prio, Policy: &accept,
+	}
+}
+
+// commentAttr is a table's or chain's comment as nft stores it: one TLV
+// of type 0 (NFTNL_UDATA_TABLE_COMMENT, NFTNL_UDATA_CHAIN_COMMENT).
+func commentAttr(typ uint16, comment string) []netlink.Attribute {
+	if comment == "" {
+		return nil
+	}
+	return []netlink.Attribute{{Type: typ, Data: RuleUserData(comment)}}
+}
+
+// The userdata attributes of tables and chains (NFTA_TABLE_USERDATA,
+// NFTA_CHAIN_USERDATA).
+const (
+	nftaTableUserdata = 6
+	nftaChainUserdata = 12
+)
+
+// CreateReferenceTable creates t, one of the reference's tables, which
+// the caller saw missing in the same Update (NLM_F_EXCL). comment, when
+// not "", is the table's comment as nft stores it (the reference's own
+// nftables tables have one; iptables-nft's have none).
+func (b *Batch) CreateReferenceTable(t *nftables.Table, comment string) {
+	if !referenceTable(t) {
+		b.fail(fmt.Errorf("nftables: refusing to create table %v: not one of the reference plugins' tables", t))
+		return
+	}
+	b.excl = append(b.excl, b.n)
+	if a := commentAttr(nftaTableUserdata, comment); a != nil {
+		b.extra = append(b.extra, extraAttrs{b.n, a})
+	}
+	b.rec.AddTable(&nftables.Table{Family: t.Family, Name: t.Name})
+	b.n++
+}
+
+// CreateReferenceChain creates ch in one of the reference's tables, which
+// the caller saw missing in the same Update (NLM_F_EXCL). A base chain in
+// an iptables-nft table must be the one IptablesBaseChain defines; a
+// regular chain there must have a name of the reference's (or be an admin
+// chain the configuration names: admin). comment as for
+// CreateReferenceTable.
+func (b *Batch) CreateReferenceChain(ch *nftables.Chain, comment string, admin bool) {
+	if !referenceTable(ch.Table) {
+		b.fail(fmt.Errorf("nftables: refusing to create chain %s in table %v: not one of the reference plugins' tables", ch.Name, ch.Table))
+		return
+	}
+	if iptablesTable(ch.Table) {
+		if ch.Hooknum != nil {
+			want := IptablesBaseChain(ch.Table.Family, ch.Table.Name, ch.Name)
+			if want == nil || *want.Hooknum != *ch.Hooknum || *want.Priority != *ch.Priority || want.Type != ch.Type {
+				b.fail(fmt.Errorf("nftables: refusing to create base chain %s %s %s: not as iptables-nft defines it", familyName(ch.Table.Family), ch.Table.Name, ch.Name))
+				return
+			}
+		} else if !referenceChain(ch) && !admin {
+			b.fail(fmt.Errorf("nftables: refusing to create chain %s %s %s: not a chain of the reference plugins", familyName(ch.Table.Family), ch.Table.Name, ch.Name))
+			return
+		}
+	}
+	b.excl = append(b.excl, b.n)
+	if a := commentAttr(nftaChainUserdata, comment); a != nil {
+		b.extra = append(b.extra, extraAttrs{b.n, a})
+	}
+	b.rec.AddChain(ch)
+	b.n++
+}
+
+// AddReferenceRule adds r to its chain in one of the reference's tables:
+// appended, or at the head when head. The chain must be the reference's
+// (referenceChain), or a base chain r jumps from to one of the
+// reference's. comment is stored as nft stores comments (the reference's
+// nftables rules); iptables-nft's comments are x_tables matches, part of
+// r. proto, when not 0, is the rule's layer-4 protocol for x_tables
+// matches that need one (multiport, tcp), as iptables-nft sends it
+// (NFTA_RULE_COMPAT).
+func (b *Batch) AddReferenceRule(r *nftables.Rule, head bool, comment string, proto uint8) {
+	if !referenceTable(r.Table) {
+		b.fail(fmt.Errorf("nftables: refusing a rule in table %v: not one of the reference plugins' tables", r.Table))
+		return
+	}
+	if !referenceChain(r.Chain) {
+		jumps := false
+		for _, e := range r.Exprs {
+			if v, ok := e.(*expr.Verdict); ok && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) {
+				jumps = referenceChain(&nftables.Chain{Table: r.Table, Name: v.Chain})
+			}
+		}
+		if !jumps {
+			b.fail(fmt.Errorf("nftables: refusing a rule in chain %s %s %s: neither a chain of the reference plugins nor a jump to one", familyName(r.Table.Family), r.Table.Name, r.Chain.Name))
+			return
+		}
+	}
+	if !b.setComment(r, comment) {
+		return
+	}
+	if proto != 0 {
+		compat, err := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_RULE_COMPAT_PROTO, Data: binary.BigEndian.AppendUint32(nil, uint32(proto))},
+			{Type: unix.NFTA_RULE_COMPAT_FLAGS, Data: binary.BigEndian.AppendUint32(nil, 0)},
+		})
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		b.extra = append(b.extra, extraAttrs{b.n, []netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_COMPAT, Data: compat}}})
+	}
+	if head {
+		b.rec.InsertRule(r)
+	} else {
+		b.rec.AddRule(r)
+	}
+	b.n++
 }

@@ -9,6 +9,7 @@ import (
 // DeleteReferenceChain deletes the reference's per-attachment chains and
 // refuses every other chain: the shared ones, base chains, anyone's, ours.
 func TestDeleteReferenceChainRefuses(t *testing.T) {
+	t.Parallel()
 	nat := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "nat"}
 	for _, c := range []struct {
 		table *nftables.Table

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/google/nftables"
+
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // How a Setup reads what is there, shared by TaggedTable.Setup and the
@@ -27,14 +29,14 @@ import (
 // fall back, never a different result. A missing table has nothing to
 // read at all.
 
-// Recompute rebuilds, from the record of owner's marker (Owner.MarkerWith),
+// Recompute rebuilds, from the record of owner's marker (MarkerWith),
 // the elements per set that the Setup which wrote it wanted.
-type Recompute func(owner Owner, record string) (map[*nftables.Set][]Element, error)
+type Recompute func(owner ownerid.Owner, record string) (map[*nftables.Set][]Element, error)
 
 // Recorded is what owner's marker among markers says owner has: nil when
 // it has no record, or recompute is nil or cannot read it.
-func Recorded(owner Owner, markers []Element, recompute Recompute) map[*nftables.Set][]Element {
-	rec, ok := owner.Record(markers)
+func Recorded(owner ownerid.Owner, markers []Element, recompute Recompute) map[*nftables.Set][]Element {
+	rec, ok := MarkerRecord(owner, markers)
 	if !ok || recompute == nil {
 		return nil
 	}
@@ -62,7 +64,7 @@ type OwnerRead struct {
 // ReadOwner decides how to read table for owner: whole sets when slowOnly
 // (the retry of a failed lookup path) or when owner's marker has no record
 // recompute can read, lookups otherwise.
-func (tx *Tx) ReadOwner(table *nftables.Table, owner Owner, slowOnly bool, recompute Recompute) (OwnerRead, error) {
+func (tx *Tx) ReadOwner(table *nftables.Table, owner ownerid.Owner, slowOnly bool, recompute Recompute) (OwnerRead, error) {
 	var r OwnerRead
 	var err error
 	if r.Exists, err = tx.TableExists(table); err != nil || !r.Exists {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // BaseChain is a base chain of ours: table's chain name hooked at hook with
@@ -68,12 +69,12 @@ type ChainRules struct {
 // Setup makes sure, in ns, the table, chain, sets and rules exist and that
 // each set holds want[set], owned by owner: owner's previous elements and
 // those takeOver selects (another owner's elements for the same key, say)
-// are replaced, and owner's marker, carrying record (Owner.MarkerWith), is
+// are replaced, and owner's marker, carrying record (MarkerWith), is
 // in the owners set (OwnersSet). It is one batch guarded by the generation,
 // and idempotent. Errors read "<what>: <cause>". What it reads is an
 // OwnerRead: lookups when it can, whole sets when it must (see
 // setuppath.go).
-func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]Element, record string,
+func (t *TaggedTable) Setup(ns *netns.NS, owner ownerid.Owner, want map[*nftables.Set][]Element, record string,
 	takeOver func(s *nftables.Set, e Element) bool, what string) error {
 	c, err := Open(ns)
 	if err != nil {
@@ -87,7 +88,7 @@ func (t *TaggedTable) Setup(ns *netns.NS, owner Owner, want map[*nftables.Set][]
 }
 
 // Plan is Setup's plan, for a transaction the caller owns.
-func (t *TaggedTable) Plan(owner Owner, want map[*nftables.Set][]Element, record string,
+func (t *TaggedTable) Plan(owner ownerid.Owner, want map[*nftables.Set][]Element, record string,
 	takeOver func(s *nftables.Set, e Element) bool, what string) Plan {
 	owners := OwnersSet(t.Table)
 	return Plan{What: what, Needs: t.Needs, Run: func(tx *Tx, slowOnly bool, lookups *bool) error {
@@ -135,7 +136,7 @@ func (t *TaggedTable) Plan(owner Owner, want map[*nftables.Set][]Element, record
 		}
 		// The marker's key is owner's: whoever holds it is replaced.
 		// Markers are always looked up, never dumped.
-		b.ReplaceLookedUp(owners, r.Markers, []Element{owner.MarkerWith(record)}, func(Element) bool { return true })
+		b.ReplaceLookedUp(owners, r.Markers, []Element{MarkerWith(owner, record)}, func(Element) bool { return true })
 		return nil
 	}}
 }
@@ -156,7 +157,7 @@ var errSlowPath = errors.New("nftables: fast path cannot decide, reading whole s
 // key over since). A marker without a record (written before records
 // existed) makes it read whole sets, legacy ones too. Known limit: state
 // written before owner markers existed at all is left to GC.
-func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
+func (t *TaggedTable) Teardown(ns *netns.NS, owner ownerid.Owner, what string) error {
 	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -206,14 +207,14 @@ func (t *TaggedTable) Teardown(ns *netns.NS, owner Owner, what string) error {
 }
 
 // GC removes, in ns, everything of network not owned by one of valid.
-func (t *TaggedTable) GC(ns *netns.NS, network string, valid []Owner, what string) error {
+func (t *TaggedTable) GC(ns *netns.NS, network string, valid []ownerid.Owner, what string) error {
 	c, err := Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
 	// The owners set is last: a marker goes with the owner's last element.
-	if _, err := c.RemoveElements(t.Table, append(slices.Concat(t.Sets, t.Legacy), OwnersSet(t.Table)), StaleFunc(network, valid)); err != nil {
+	if _, err := c.RemoveElements(t.Table, append(slices.Concat(t.Sets, t.Legacy), OwnersSet(t.Table)), ownerid.StaleFunc(network, valid)); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

@@ -266,9 +266,9 @@ func replacement(cur, want []Element, drop func(Element) bool) (del, add []Eleme
 // RemoveElements deletes, in one batch, every element of sets (all in
 // table) whose comment satisfies match, and reports how many it removed.
 // When the table does not exist or nothing matches, nothing is written.
-// This is DEL (match: Owner.OwnedBy) and GC (match: Stale) for every
-// component that keeps its state in owner-tagged elements. Elements
-// without a tag of ours never match.
+// This is DEL (match: ownerid.Owner.OwnedBy) and GC (match:
+// ownerid.Stale) for every component that keeps its state in owner-tagged
+// elements. Elements without a tag of ours never match.
 //
 // It is also our `destroy`: deleting an element that is already gone fails
 // the whole batch with ENOENT (the `destroy` commands that ignore that

@@ -16,6 +16,7 @@ import (
 // xt_conntrack_mtinfo3 gives for the same options (the live tests of
 // nft/foreign compare it with what the iptables program sends).
 func TestXTConntrackInfo(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		x    XTConntrack
@@ -67,6 +68,7 @@ func TestXTConntrackInfo(t *testing.T) {
 // A rule's comment is its userdata's, or else its x_tables comment match's
 // (what iptables-restore writes), and nothing for rules with neither.
 func TestRuleComment(t *testing.T) {
+	t.Parallel()
 	attr := func(typ uint16, data []byte) netlink.Attribute { return netlink.Attribute{Type: typ, Data: data} }
 	nested := func(typ uint16, attrs ...netlink.Attribute) netlink.Attribute {
 		b, err := netlink.MarshalAttributes(attrs)

@@ -7,7 +7,10 @@
 //     "Unknown device type") instead of only returning an errno;
 //   - an error keeps the errno, for errors.Is, and the kernel's explanation
 //     in its text (Plain): "invalid argument (Nexthop has invalid
-//     gateway)", or just "invalid argument" when the kernel gave none.
+//     gateway)", or just "invalid argument" when the kernel gave none;
+//   - where an error means the kernel lacks what was asked (a link kind, an
+//     nf_tables feature), it becomes an UnsupportedError, which names what
+//     is missing and matches errors.ErrUnsupported.
 //
 // mdlayher/netlink reports a kernel error as a *netlink.OpError, whose
 // text starts with the socket operation ("netlink receive: file exists,

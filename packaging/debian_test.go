@@ -78,6 +78,10 @@ func TestDebianSwitch(t *testing.T) {
 	if hasTakeover && strings.Contains(out, "'takeover' failed") {
 		t.Errorf("the takeover failed in postinst:\n%s", out)
 	}
+	// Both live containers (podman's and the CRI pod) are Debian's
+	// plugins' attachments: the postinst takes both over. containerd's
+	// cni-loopback attachment of the pod keeps no host state: left alone.
+	wantSummary(t, hasTakeover, out, "takeover", "2 attachments taken over", "1 left alone", "0 failed")
 	s.sh(`test "$(readlink /usr/lib/cni/bridge)" = nftcni && /usr/lib/cni/nftcni version`)
 	// The /opt/cni/bin package: links to the same binary, which answer.
 	s.sh("apt-get install -y /tmp/" + filepath.Base(links) + ` >/dev/null 2>&1
@@ -114,6 +118,8 @@ echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep 
 	if strings.Contains(out, "handback") {
 		t.Errorf("the upgrade ran the handback:\n%s", out)
 	}
+	// The upgrade's takeover finds both containers ours already.
+	wantSummary(t, hasTakeover, out, "takeover", "0 attachments taken over", "2 already nftcni's", "1 left alone", "0 failed")
 	echo(t, conn, "after the upgrade")
 	s.wantHTTP(8082)
 	s.wantHTTP(8091)
@@ -128,6 +134,9 @@ echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION /opt/cni/bin/portmap | grep 
 	if hasHandback && strings.Contains(out, "'handback' failed") {
 		t.Errorf("the handback failed in prerm:\n%s", out)
 	}
+	// The prerm of nftcni-kubernetes-cni runs first (the first summary),
+	// nftcni's again (finding everything handed back already).
+	wantSummary(t, hasHandback, out, "handback", "2 attachments handed back", "1 with nothing to hand back", "0 failed")
 	// dpkg keeps a removed package with a postrm as "rc" until purged.
 	// (The /opt/cni/bin package goes with it: it depends on nftcni.)
 	wantPackages(t, s, map[string]string{"nftcni": "rc", "nftcni-kubernetes-cni": "", "containernetworking-plugins": "ii", "podman": "ii"})
@@ -326,6 +335,27 @@ func (s *sandbox) wantGone(strict bool, cs ...container) {
 	}
 }
 
+// wantSummary checks that a maintainer script's run of the command
+// ("takeover", "handback") printed its summary line, with every one of
+// parts (when the build has the command).
+func wantSummary(t *testing.T, has bool, out, command string, parts ...string) {
+	t.Helper()
+	if !has {
+		return
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "nftcni "+command+": ") {
+			for _, p := range parts {
+				if !strings.Contains(l, p) {
+					t.Errorf("the %s summary lacks %q: %s", command, p, l)
+				}
+			}
+			return
+		}
+	}
+	t.Errorf("no %s summary in the package manager's output:\n%s", command, out)
+}
+
 // wantPackages checks dpkg's state of packages ("" for not there at all).
 func wantPackages(t *testing.T, s *sandbox, want map[string]string) {
 	t.Helper()
@@ -388,7 +418,7 @@ func lastLine(s string) string {
 func aptLines(out string) string {
 	var keep []string
 	for _, l := range strings.Split(out, "\n") {
-		for _, p := range []string{"Unpacking", "Removing", "Setting up", "Selecting", "nftcni:", "dpkg:", "Preparing", "E:", "W:"} {
+		for _, p := range []string{"Unpacking", "Removing", "Setting up", "Selecting", "nftcni:", "nftcni takeover:", "nftcni handback:", "dpkg:", "Preparing", "E:", "W:"} {
 			if strings.HasPrefix(strings.TrimSpace(l), p) && !strings.Contains(l, "Reading database") {
 				keep = append(keep, "  "+l)
 				break

@@ -31,7 +31,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/cniruntime"
@@ -98,17 +97,7 @@ func (r Registry) Plan(ctx context.Context, att *cniruntime.NetworkAttachment, o
 			}
 			continue
 		}
-		plans, err := f(ctx, &cni.CmdArgs{
-			ContainerID: att.ContainerID,
-			Netns:       att.NetNS,
-			IfName:      att.IfName,
-			Args:        att.ArgsString(),
-			Path:        strings.Join(o.Path, string(os.PathListSeparator)),
-			StdinData:   p.Stdin,
-			Version:     list.CNIVersion,
-			Env:         env,
-			Stderr:      stderr,
-		})
+		plans, err := f(ctx, att.CmdArgs(list.CNIVersion, p, o.Path, env, stderr))
 		if err != nil {
 			return nil, fmt.Errorf("plugin %d (type=%q): %w", i+1, typ, err)
 		}

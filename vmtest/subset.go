@@ -56,6 +56,7 @@ var Subsets = map[string][]SubsetPkg{
 		lifecycle("./plugins/vlan", "TestTraffic"),
 		lifecycle("./plugins/vrf", "TestIsolation"),
 		{Pkg: "./netns"},
+		{Pkg: "./sysctl"},
 		{Pkg: "./netlinkx"},
 		{Pkg: "./netlinkx/qdisc"},
 		{Pkg: "./nft"},

@@ -42,6 +42,10 @@ runtime commands (what containerd or CRI-O do through libcni; cnitool-compatible
                              re-create the nftables state (port mappings, masquerade,
                              firewall accepts) of every running container after the
                              ruleset was flushed or firewalld reloaded
+  takeover [-v]              after nftcni replaced the reference plugins: take every running
+                             container over (ours made, theirs removed, one transaction each)
+  handback [-v]              before the reference plugins replace nftcni: hand every running
+                             container back (their layout written, then ours removed)
 
   Environment: NETCONFPATH (default /etc/cni/net.d),
   CNI_PATH (default: this program's directory, then /opt/cni/bin), CNI_IFNAME (default eth0), CNI_ARGS (K=V;K2=V2), CAP_ARGS (JSON object),
@@ -87,6 +91,10 @@ func cli(args []string) int {
 		err = cmdRun(args[1:], os.Stderr)
 	case "reload":
 		err = cmdReload(args[1:], os.Stdout, os.Stderr)
+	case "takeover":
+		err = cmdTakeover(args[1:], os.Stdout, os.Stderr)
+	case "handback":
+		err = cmdHandback(args[1:], os.Stdout, os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

@@ -55,7 +55,7 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 		if *watch {
 			argv = append(argv, "-watch-firewalld")
 		}
-		return reloadIn(ctx, ns, argv, stdout, stderr)
+		return runIn(ctx, ns, argv, stdout, stderr)
 	}
 	env, err := loadEnv(common)
 	if err != nil {
@@ -69,7 +69,7 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 	return r.watchFirewalld(ctx)
 }
 
-// reloadIn runs `nftcni <argv>` as a child living in the network namespace
+// runIn runs `nftcni <argv>` as a child living in the network namespace
 // at path (-host-netns), passing SIGTERM and SIGINT on; its exit status is
 // the command's. Why a child rather than a thread switched into the
 // namespace (netns.Do), as the other commands start their plugins there
@@ -77,8 +77,9 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 // the calling thread's namespace, and on a thread locked into a namespace
 // every blocking call of the Go runtime is handed over to that thread —
 // measured on 2 loaded CPUs, a reload of 250 attachments took 3.1–3.7 s
-// that way and 1.4–2.3 s in a process of the namespace.
-func reloadIn(ctx context.Context, path string, argv []string, stdout, stderr io.Writer) error {
+// that way and 1.4–2.3 s in a process of the namespace. reload, takeover
+// and handback run so.
+func runIn(ctx context.Context, path string, argv []string, stdout, stderr io.Writer) error {
 	ns, err := netns.Open(path)
 	if err != nil {
 		return fmt.Errorf("host netns: %w", err)
@@ -86,12 +87,12 @@ func reloadIn(ctx context.Context, path string, argv []string, stdout, stderr io
 	defer ns.Close()
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("reload: finding this program: %w", err)
+		return fmt.Errorf("%s: finding this program: %w", argv[0], err)
 	}
 	cmd := exec.Command(self, argv...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := netns.StartIn(ns, cmd); err != nil {
-		return fmt.Errorf("reload: starting it in netns %s: %w", path, err)
+		return fmt.Errorf("%s: starting it in netns %s: %w", argv[0], path, err)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -19,7 +19,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/vmtest"
 )
 
@@ -75,8 +75,8 @@ func (k *gcCtr) vanish() error {
 	return errors.Join(k.ns.Close(), netns.Remove(k.path))
 }
 
-func (k *gcCtr) owner(network string) nft.Owner {
-	return nft.Owner{Network: network, ContainerID: k.id(), IfName: "eth0"}
+func (k *gcCtr) owner(network string) ownerid.Owner {
+	return ownerid.Owner{Network: network, ContainerID: k.id(), IfName: "eth0"}
 }
 
 // exec runs the CLI with env added; safe in goroutines (no t.Fatal).

@@ -7,4 +7,5 @@ import "github.com/nftcni/nftcni/plugins/bridge"
 func init() {
 	register(bridge.Plugin)
 	registerReapply(bridge.Plugin.Name, bridge.Reapply)
+	registerSwitch(bridge.Plugin.Name, bridge.Switch)
 }

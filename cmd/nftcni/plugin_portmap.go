@@ -7,4 +7,5 @@ import "github.com/nftcni/nftcni/plugins/portmap"
 func init() {
 	register(portmap.Plugin)
 	registerReapply(portmap.Plugin.Name, portmap.Reapply)
+	registerSwitch(portmap.Plugin.Name, portmap.Switch)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/vmtest"
 )
 
@@ -67,8 +68,8 @@ type reloadCtr struct {
 	caps        string
 }
 
-func (r *reloadCtr) owner() nft.Owner {
-	return nft.Owner{Network: r.network, ContainerID: r.id, IfName: "eth0"}
+func (r *reloadCtr) owner() ownerid.Owner {
+	return ownerid.Owner{Network: r.network, ContainerID: r.id, IfName: "eth0"}
 }
 
 // podmanConf and edgeConf are the two networks; extra is added to the
@@ -332,7 +333,7 @@ func (w *reloadWorld) ours() string {
 			}
 			if !strings.HasPrefix(table, nft.TablePrefix) {
 				c, _ := v["comment"].(string)
-				if _, ok := nft.ParseTag(c); kind != "rule" || !ok {
+				if _, ok := ownerid.ParseTag(c); kind != "rule" || !ok {
 					continue
 				}
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // The server's networks.
@@ -105,7 +106,7 @@ func start(t testing.TB, v6 bool, extra []string) *Server {
 	must(t, h.AddAddr(Bridge, netip.PrefixFrom(ServerAddr, Subnet.Bits()), netlinkx.AddrOpts{}))
 	// No duplicate address detection on the server side: its addresses
 	// are usable at once (the containers' go through it).
-	must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/"+Bridge+"/accept_dad", "0"))
+	must(t, sysctl.Set(ns, "net/ipv6/conf/"+Bridge+"/accept_dad", "0"))
 	must(t, h.AddAddr(Bridge, netip.PrefixFrom(ServerAddr6, Subnet6.Bits()), netlinkx.AddrOpts{NoDAD: true}))
 	must(t, h.SetUp(Bridge))
 

@@ -25,6 +25,7 @@ import (
 	"github.com/nftcni/nftcni/internal/golden"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // tools are the programs the helpers run.
@@ -348,7 +349,7 @@ func Others(t testing.TB, ns *netns.NS) string {
 			return false
 		}
 		if c, ok := v["comment"].(string); ok && kind == "rule" {
-			if _, ours := nft.ParseTag(c); ours {
+			if _, ours := ownerid.ParseTag(c); ours {
 				return false
 			}
 		}
@@ -440,7 +441,7 @@ func OursInOthers(t testing.TB, ns *netns.NS) int {
 		}
 		table, _ := r["table"].(string)
 		c, _ := r["comment"].(string)
-		if _, ours := nft.ParseTag(c); ours && !strings.HasPrefix(table, nft.TablePrefix) {
+		if _, ours := ownerid.ParseTag(c); ours && !strings.HasPrefix(table, nft.TablePrefix) {
 			n++
 		}
 	}
@@ -479,7 +480,7 @@ func WithoutOurs(save string) string {
 			return false
 		}
 		c, _, _ = strings.Cut(c, `"`)
-		_, ours := nft.ParseTag(c)
+		_, ours := ownerid.ParseTag(c)
 		return ours
 	})
 	return strings.Join(lines, "\n")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ipam/hostlocal/ownerlink"
 )
 
@@ -97,4 +98,25 @@ func HostLocalStore(t *testing.T) string {
 	t.Helper()
 	RequirePlugin(t, "host-local")
 	return t.TempDir()
+}
+
+// ConfError checks what a config decoder returned against a table row:
+// with msg "" no error (else the test stops), otherwise a CNI error with
+// exactly code and msg. It reports whether an error was wanted, so the
+// row is done: `if plugintest.ConfError(t, err, tt.code, tt.err) { return }`.
+func ConfError(t testing.TB, err error, code uint, msg string) bool {
+	t.Helper()
+	if msg == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil {
+		t.Fatalf("no error, want %q", msg)
+	}
+	if e := cni.AsError(err); e.Code != code || e.Msg != msg {
+		t.Errorf("error %d %q\n want %d %q", e.Code, e.Msg, code, msg)
+	}
+	return true
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // What the privileged tests of the interface plugins (bridge, ptp) share:
@@ -31,7 +32,7 @@ type Host struct {
 // once and tests do not wait for DAD unless that is what they test.
 func NoDAD(t testing.TB, ns *netns.NS) {
 	t.Helper()
-	Must(t, netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+	Must(t, sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 }
 
 // NewHost makes a host namespace for plugin, with lo up and without DAD
@@ -204,7 +205,7 @@ func (th *Host) FailsWith(what string, c Call, want string) {
 // the container's namespace (destroy, from DoomedCtr) and runs DEL for
 // own's container with CNI_NETNS still naming it. The test fails unless
 // DEL succeeds and leaves none of own's nftables state.
-func (th *Host) DelNetnsGone(ctr *netns.NS, destroy func(), own nft.Owner, conf string) {
+func (th *Host) DelNetnsGone(ctr *netns.NS, destroy func(), own ownerid.Owner, conf string) {
 	th.T.Helper()
 	if NFTOwned(th.T, th.NS, own) == 0 {
 		th.T.Fatal("no nftables state after ADD")

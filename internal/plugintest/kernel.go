@@ -12,7 +12,8 @@ import (
 
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Readers of the kernel state a plugin left behind.
@@ -98,7 +99,7 @@ func AddrStrings(t testing.TB, h *netlinkx.Handle, link string, family int) []st
 // Sysctl reads a sysctl of ns.
 func Sysctl(t testing.TB, ns *netns.NS, key string) string {
 	t.Helper()
-	v, err := netlinkx.Sysctl(ns, key)
+	v, err := sysctl.Get(ns, key)
 	Must(t, err)
 	return v
 }
@@ -134,7 +135,7 @@ func SkipIfNotImplemented(t testing.TB, o Outcome) {
 
 // NFTOwned counts the nftables set elements and rules in ns whose comment
 // is owner's tag, in any table of ours (nftcni_*).
-func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
+func NFTOwned(t testing.TB, ns *netns.NS, owner ownerid.Owner) int {
 	t.Helper()
 	tagged, err := NFTTagged(ns, owner.OwnedBy)
 	Must(t, err)
@@ -146,9 +147,9 @@ func NFTOwned(t testing.TB, ns *netns.NS, owner nft.Owner) int {
 // the network was deleted.
 func NFTNetwork(t testing.TB, ns *netns.NS, network string) int {
 	t.Helper()
-	hash := nft.NetworkHash(network)
+	hash := ownerid.NetworkHash(network)
 	tagged, err := NFTTagged(ns, func(comment string) bool {
-		p, ok := nft.ParseTag(comment)
+		p, ok := ownerid.ParseTag(comment)
 		return ok && p.Network == hash
 	})
 	Must(t, err)

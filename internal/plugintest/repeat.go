@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // RepeatedAdds checks that a repeated ADD never takes a live attachment's
@@ -102,7 +102,7 @@ func RepeatedAdds(t *testing.T, world func(t *testing.T) *Host, conf func(dir st
 // must not be none, and checks after the repeat that the count is the
 // same.
 func KeepsNFT(t *testing.T, h *Host) func(t *testing.T) {
-	own := nft.Owner{Network: "testnet", ContainerID: "live", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "live", IfName: "eth0"}
 	n := NFTOwned(t, h.NS, own)
 	if n == 0 {
 		t.Fatal("the live attachment owns no nftables state")

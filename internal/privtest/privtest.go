@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,14 @@ func NewNS(t testing.TB) *netns.NS {
 	if err != nil {
 		t.Fatalf("creating test netns: %v", err)
 	}
+	claims := BridgeClaimsDir(ns)
 	t.Cleanup(func() {
+		// The bridge plugin's address claims of bridges in this
+		// namespace: kept in the machine's /run until a reboot, so the
+		// namespace's end takes them.
+		if claims != "" {
+			os.RemoveAll(claims)
+		}
 		if err := ns.Close(); err != nil {
 			t.Errorf("closing test netns: %v", err)
 		}
@@ -72,6 +80,18 @@ func NewNS(t testing.TB) *netns.NS {
 		}
 	})
 	return ns
+}
+
+// BridgeClaimsDir is where the bridge plugin keeps the address claims of
+// bridges in ns when ns is its host (plugins/bridge claimsDir: a directory
+// per host namespace, named by the namespace's device and inode; a test
+// there checks that both agree); "" when ns cannot be read.
+func BridgeClaimsDir(ns *netns.NS) string {
+	var st unix.Stat_t
+	if err := unix.Stat(ns.Path(), &st); err != nil {
+		return ""
+	}
+	return filepath.Join("/run/nftcni/bridges", fmt.Sprintf("%x-%x", st.Dev, st.Ino))
 }
 
 // probes caches feature probes: key → error (nil: supported).

@@ -77,11 +77,11 @@ type wireRange struct {
 	Gateway    net.IP `json:"gateway,omitempty"`
 }
 
-// LoadConfig decodes and validates stdin and CNI_ARGS exactly as the
+// loadConf decodes and validates stdin and CNI_ARGS exactly as the
 // reference's LoadIPAMConfig does, in its order: JSON decoding, the ipam
 // key, CNI_ARGS, requested addresses, range assembly, per-set validation,
 // the pre-0.3.0 family limit, cross-set overlap.
-func LoadConfig(stdin []byte, envArgs string) (*Config, error) {
+func loadConf(stdin []byte, envArgs string) (*Config, error) {
 	var n wireNet
 	if err := json.Unmarshal(stdin, &n); err != nil {
 		return nil, err

@@ -136,7 +136,7 @@ func TestLoadConfigErrors(t *testing.T) {
 				}
 				data = []byte(`{"cniVersion":"` + ver + `","name":"net","ipam":{"type":"host-local"` + ipam + `}}`)
 			}
-			_, err := LoadConfig(data, tc.args)
+			_, err := loadConf(data, tc.args)
 			if got := errText(err); got != tc.want {
 				t.Errorf("config %s\n got: %q\nwant: %q", data, got, tc.want)
 			}
@@ -184,7 +184,7 @@ func TestLoadConfigValid(t *testing.T) {
 				ver = "0.2.0"
 			}
 			data := []byte(`{"cniVersion":"` + ver + `","name":"net","ipam":{"type":"host-local",` + tc.conf + `}}`)
-			c, err := LoadConfig(data, tc.args)
+			c, err := loadConf(data, tc.args)
 			is.NoErr(err)
 			var sets, gws []string
 			for _, s := range c.Ranges {
@@ -207,7 +207,7 @@ func TestLoadConfigRequested(t *testing.T) {
 		"ipam":{"subnet":"10.0.0.0/24","DataDir":"/x","resolvConf":"/r"},
 		"args":{"cni":{"ips":["10.0.0.5","::ffff:10.0.0.6","10.0.0.6/8"],"other":1},"foo":"bar"},
 		"runtimeConfig":{"ips":["2001:db8:1:0::0100/64","10.0.0.5"]}}`)
-	c, err := LoadConfig(data, "IP=10.0.0.7/24")
+	c, err := loadConf(data, "IP=10.0.0.7/24")
 	is.NoErr(err)
 	var got []string
 	for _, a := range c.Requested {
@@ -228,7 +228,7 @@ func TestLoadConfigRoutes(t *testing.T) {
 		{"dst":"::ffff:10.0.0.0/120"},
 		{"gw":"10.0.0.1"},
 		null]}}`)
-	c, err := LoadConfig(data, "")
+	c, err := loadConf(data, "")
 	is.NoErr(err)
 	is.Equal(len(c.Routes), 5)
 	res := &cni.Result{CNIVersion: "1.1.0", IPs: []*cni.IPConfig{{Address: netip.MustParsePrefix("10.0.0.2/24")}}, Routes: c.Routes}

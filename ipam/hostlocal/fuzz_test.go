@@ -26,7 +26,7 @@ func FuzzConfig(f *testing.F) {
 		f.Add([]byte(s.conf), s.args)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, args string) {
-		c, err := LoadConfig(data, args)
+		c, err := loadConf(data, args)
 		if err != nil {
 			return
 		}

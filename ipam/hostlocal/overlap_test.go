@@ -50,7 +50,7 @@ func TestFirstOverlapMatchesPairwise(t *testing.T) {
 			t.Fatalf("ranges %v: got %d,%d,%v want %d,%d,%v", rs, gi, gj, got, wi, wj, want)
 		}
 
-		// Sets of disjoint ranges, as LoadConfig checks them.
+		// Sets of disjoint ranges, as loadConf checks them.
 		var sets []RangeSet
 		ivs = ivs[:0]
 		for g := range 1 + rnd.Intn(6) {
@@ -136,7 +136,7 @@ func TestHugeRangeList(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := LoadConfig(build(tt.set, tt.last), "")
+			_, err := loadConf(build(tt.set, tt.last), "")
 			if got := errText(err); got != tt.want {
 				t.Errorf("error %q, want %q", got, tt.want)
 			}

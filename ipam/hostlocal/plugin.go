@@ -30,7 +30,7 @@ var Plugin = &cni.Plugin{
 
 // cmdAdd takes one address from every range set, in list order.
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
-	conf, err := LoadConfig(a.StdinData, a.Args)
+	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 // config or CNI_ARGS), then releases the attachment's files once per range
 // set, as the reference does. Idempotent.
 func cmdDel(_ context.Context, a *cni.CmdArgs) error {
-	conf, err := LoadConfig(a.StdinData, a.Args)
+	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func cmdDel(_ context.Context, a *cni.CmdArgs) error {
 // like the reference it does not compare with
 // prevResult or the configured ranges.
 func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
-	conf, err := LoadConfig(a.StdinData, a.Args)
+	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func cmdCheck(_ context.Context, a *cni.CmdArgs) error {
 // pools is the plugin's cni.Plugin.Pools: every range of every range set,
 // from rangeStart to rangeEnd (what ADD may hand out, gateways aside).
 func pools(conf []byte) ([]cni.Pool, error) {
-	c, err := LoadConfig(conf, "")
+	c, err := loadConf(conf, "")
 	if err != nil {
 		return nil, err
 	}

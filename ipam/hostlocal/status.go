@@ -64,7 +64,7 @@ func cmdStatus(_ context.Context, a *cni.CmdArgs) error {
 	}
 	// Judging fullness needs the ranges: the whole config, as ADD reads
 	// it, and its mistakes are plain errors as there.
-	conf, err := LoadConfig(a.StdinData, a.Args)
+	conf, err := loadConf(a.StdinData, a.Args)
 	if err != nil {
 		return err
 	}

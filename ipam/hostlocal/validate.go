@@ -14,7 +14,7 @@ import (
 // to one attachment), and a mistake is reported with its key path and
 // the fix. Nothing on the host is read: the store is not opened.
 func validate(conf []byte) error {
-	_, err := LoadConfig(conf, "")
+	_, err := loadConf(conf, "")
 	if err == nil {
 		return nil
 	}

@@ -30,7 +30,7 @@ func FuzzConfig(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, args string) {
-		c, err := load(data, args)
+		c, err := loadConf(data, args)
 		if err != nil {
 			return
 		}
@@ -56,7 +56,7 @@ func FuzzConfig(f *testing.F) {
 		a := &cni.CmdArgs{Command: "ADD", ContainerID: "c1", IfName: "eth0", StdinData: data, Args: args, Version: probe.CNIVersion}
 		r, err := cmdAdd(context.Background(), a)
 		if err != nil {
-			t.Fatalf("load accepted, ADD refused: %v", err)
+			t.Fatalf("loadConf accepted, ADD refused: %v", err)
 		}
 		if slices.Contains(cni.AllVersions, probe.CNIVersion) || probe.CNIVersion == "" {
 			if _, err := cni.Encode(r, probe.CNIVersion); err != nil && !(legacy && v4+v6 == 0) {

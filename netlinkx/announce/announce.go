@@ -25,6 +25,7 @@ import (
 	"net/netip"
 
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Addresses announces the addresses of ifName in h's namespace. addrs says which families to announce: any IPv4
@@ -50,10 +51,10 @@ func Addresses(h *netlinkx.Handle, ifName string, addrs []netip.Addr) error {
 	}
 	var errs []error
 	if v4 {
-		errs = append(errs, netlinkx.SetSysctl(ns, "net/ipv4/conf/"+ifName+"/arp_notify", "1"))
+		errs = append(errs, sysctl.Set(ns, "net/ipv4/conf/"+ifName+"/arp_notify", "1"))
 	}
 	if v6 {
-		errs = append(errs, netlinkx.SetSysctl(ns, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1"))
+		errs = append(errs, sysctl.Set(ns, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("announcing addresses of %s: %w", ifName, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables/binaryutil"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Bookkeeping: Setup and Teardown without reading the claim sets.
@@ -163,14 +164,14 @@ func uniqueKeys(want []nft.Element) []nft.Element {
 
 // counted reports whether the table keeps markers and counts (see above),
 // and owner's marker key holds nothing (markers: what it holds).
-func counted(tx *nft.Tx, owner nft.Owner) (ok bool, marks []nft.Element, err error) {
+func counted(tx *nft.Tx, owner ownerid.Owner) (ok bool, marks []nft.Element, err error) {
 	if ok, err = tx.TableExists(table); err != nil || !ok {
 		return false, nil, err
 	}
 	if ok, err = tx.SetExists(markers); err != nil || !ok {
 		return false, nil, err
 	}
-	marks, err = tx.Lookup(markers, []nft.Element{owner.Marker()})
+	marks, err = tx.Lookup(markers, []nft.Element{nft.Marker(owner)})
 	return true, marks, err
 }
 
@@ -208,7 +209,7 @@ func setupFast(tx *nft.Tx, a Attachment, want map[*nftables.Set][]nft.Element) e
 		}
 	}
 	if claimed {
-		b.CreateElements(markers, []nft.Element{a.Owner.MarkerWith(record(a))})
+		b.CreateElements(markers, []nft.Element{nft.MarkerWith(a.Owner, record(a))})
 	}
 	return nil
 }
@@ -248,9 +249,9 @@ func setupSame(tx *nft.Tx, want map[*nftables.Set][]nft.Element) error {
 
 // teardownFast removes the claims that owner's marker (mark) records, by
 // lookups (see above).
-func teardownFast(tx *nft.Tx, owner nft.Owner, mark []nft.Element) error {
+func teardownFast(tx *nft.Tx, owner ownerid.Owner, mark []nft.Element) error {
 	lookupRuns.tried.Add(1)
-	rec, ok := owner.Record(mark)
+	rec, ok := nft.MarkerRecord(owner, mark)
 	if !ok {
 		return errSlow
 	}

@@ -117,6 +117,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Names of our objects; the table name must keep the nft.TablePrefix.
@@ -142,7 +143,7 @@ const (
 
 // Attachment is what one attachment needs.
 type Attachment struct {
-	Owner nft.Owner
+	Owner ownerid.Owner
 	// Addrs are the container's addresses: forwarded traffic from them,
 	// and replies to them, is accepted.
 	Addrs []netip.Addr
@@ -226,8 +227,8 @@ func adminChain(name string) *nftables.Chain {
 // from the owner tag's hashes, so two attachments never claim with the
 // same key. Owner identity is still the comment; the id only keeps keys
 // apart.
-func attachmentID(o nft.Owner) []byte {
-	sum := sha512.Sum512([]byte(nft.NetworkHash(o.Network) + ":" + o.AttachmentHash()))
+func attachmentID(o ownerid.Owner) []byte {
+	sum := sha512.Sum512([]byte(ownerid.NetworkHash(o.Network) + ":" + o.AttachmentHash()))
 	return []byte(hex.EncodeToString(sum[:nft.IfnameLen/2]))
 }
 
@@ -327,7 +328,7 @@ func Plan(a Attachment) (nft.Plan, error) {
 				return err
 			}
 			fast = ok && len(marks) == 0
-			if rec, has := a.Owner.Record(marks); ok && has && len(marks) == 1 && rec == record(a) {
+			if rec, has := nft.MarkerRecord(a.Owner, marks); ok && has && len(marks) == 1 && rec == record(a) {
 				same = true
 			}
 			*lookups = *lookups || fast || same
@@ -460,7 +461,7 @@ func ensureAdminJump(tx *nft.Tx, name string) error {
 // record, the owner's claims are found by lookups (bookkeeping.go); an
 // owner without a marker has no claims, and no rules in iptables-nft's
 // chains.
-func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error {
+func Teardown(ns *netns.NS, owner ownerid.Owner, acceptChains []foreign.Chain) error {
 	what := fmt.Sprintf("removing firewall rules of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network)
 	chains := Attachment{AcceptChains: acceptChains}.chains()
 	c, err := nft.Open(ns)
@@ -512,9 +513,9 @@ func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) error
 // GC removes everything of network not owned by one of valid, its rules
 // in chains of others included, wherever they are (a chain the
 // configuration no longer names, say).
-func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+func GC(ns *netns.NS, network string, valid []ownerid.Owner) error {
 	what := fmt.Sprintf("collecting stale firewall rules of network %s", network)
-	stale := nft.StaleFunc(network, valid)
+	stale := ownerid.StaleFunc(network, valid)
 	c, err := nft.Open(ns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

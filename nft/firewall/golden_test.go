@@ -10,9 +10,11 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation; every
@@ -38,22 +40,18 @@ func noIptables(t *testing.T) {
 	t.Cleanup(func() { foreign.IptablesReachable = saved })
 }
 
-// use points the package at a fake nf_tables starting from st.
-func use(t *testing.T, st nfttest.State) *nfttest.Fake {
+// use makes a fake nf_tables starting from st, and the namespace handle
+// that dials it.
+func use(t *testing.T, st nfttest.State) (*nfttest.Fake, *netns.NS) {
 	t.Helper()
 	f := &nfttest.Fake{State: st}
-	nfttest.Use(t, f)
-	return f
+	return f, f.NS(t)
 }
 
 // run runs op, which must succeed, against a fake starting from st.
-func run(t *testing.T, st nfttest.State, op func() error) *nfttest.Fake {
+func run(t *testing.T, st nfttest.State, op func(ns *netns.NS) error) *nfttest.Fake {
 	t.Helper()
-	f := use(t, st)
-	if err := op(); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return nfttest.Run(t, st, op)
 }
 
 // staticNotes are the nft commands equivalent to a Setup's static part.
@@ -84,14 +82,14 @@ const (
 	otherRecord  = "10.1.0.7 s=br0"
 )
 
-func marker(o nft.Owner, rec string) nfttest.Elem {
-	e := o.MarkerWith(rec)
+func marker(o ownerid.Owner, rec string) nfttest.Elem {
+	e := nft.MarkerWith(o, rec)
 	return nfttest.Elem{Key: e.Key, Comment: e.Comment}
 }
 
 // markerNote is the nft command adding o's marker recording rec.
-func markerNote(verb string, o nft.Owner, rec string) string {
-	e := o.MarkerWith(rec)
+func markerNote(verb string, o ownerid.Owner, rec string) string {
+	e := nft.MarkerWith(o, rec)
 	if verb == "delete" {
 		return `nft delete element inet nftcni_firewall owners { "` + string(e.Key) + `" }`
 	}
@@ -122,15 +120,15 @@ func ruleComments() []string {
 	return c
 }
 
-func id(o nft.Owner) string { return string(attachmentID(o)) }
+func id(o ownerid.Owner) string { return string(attachmentID(o)) }
 
 func addr(s string) []byte { k, _ := addrKey(netip.MustParseAddr(s)); return k }
 
-func claim(a string, o nft.Owner) nfttest.Elem {
+func claim(a string, o ownerid.Owner) nfttest.Elem {
 	return nfttest.Elem{Key: nft.Concat(addr(a), attachmentID(o)), Comment: o.Tag()}
 }
 
-func bridgeClaim(br string, o nft.Owner) nfttest.Elem {
+func bridgeClaim(br string, o ownerid.Owner) nfttest.Elem {
 	return nfttest.Elem{Key: nft.Concat(nft.IfnameKey(br), attachmentID(o)), Comment: o.Tag()}
 }
 
@@ -213,7 +211,8 @@ func createNotes(fam string) []string {
 // (and their tables) as iptables-nft would, so that a DROP policy set
 // later (Docker starting after the container) keeps the rules.
 func TestGoldenSetupFresh(t *testing.T) {
-	f := run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, sampleAttachment) })
+	t.Parallel()
+	f := run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(),
 		createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
@@ -246,7 +245,7 @@ func freshNotes() []string {
 func TestGoldenSetupNoIptables(t *testing.T) {
 	noIptables(t)
 	st := nfttest.State{Gen: 7, Tables: map[string]bool{"inet filter": true}, Chains: map[string][]string{"inet filter forward": nil}}
-	f := run(t, st, func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_no_iptables", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes()))
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
@@ -259,16 +258,17 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 // does.
 func TestGoldenSetupIptablesTableOnly(t *testing.T) {
 	noIptables(t)
-	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
 // iptablesForwardAccepts "never": an owner's repeated Setup removes its
 // accepts from iptables-nft's FORWARD chains, and nothing else there.
 func TestGoldenSetupNever(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.Iptables = foreign.UseNever
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	nfttest.Golden(t, "setup_never", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete rule ip filter FORWARD handle 5`,
 		`nft delete rule ip filter FORWARD handle 6`,
@@ -282,12 +282,13 @@ func TestGoldenSetupNever(t *testing.T) {
 // filter without iptables-nft's chains is someone's native one and is left
 // alone.
 func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
+	t.Parallel()
 	st := nfttest.State{Gen: 7, Tables: map[string]bool{"ip filter": true, "ip6 filter": true}, Chains: map[string][]string{
 		"ip filter INPUT":  {"a rule of iptables"},
 		"ip6 filter input": {"a native rule"},
 	}}
 	a := Attachment{Owner: sample, Addrs: sampleAttachment.Addrs}
-	f := run(t, st, func() error { return Setup(nil, a) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	tag, i := sample.Tag(), id(sample)
 	nfttest.Golden(t, "setup_filter_input", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, []string{
 		adminJumpNote,
@@ -307,7 +308,8 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 // reload of every attachment would cost in proportion to their number
 // squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := run(t, existing(), func() error { return Setup(nil, sampleAttachment) })
+	t.Parallel()
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 	for _, r := range f.Reads {
 		if strings.HasPrefix(r, "dump ") {
@@ -316,7 +318,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 	}
 	moved := sampleAttachment
 	moved.Addrs = moved.Addrs[:1]
-	f = run(t, existing(), func() error { return Setup(nil, moved) })
+	f = run(t, existing(), func(ns *netns.NS) error { return Setup(ns, moved) })
 	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
 		t.Errorf("a Setup with other addresses did not read the claims: %v", f.Reads)
 	}
@@ -325,9 +327,10 @@ func TestGoldenSetupAgain(t *testing.T) {
 // With iptables-nft FORWARD chains, a new attachment's rules go to their
 // heads.
 func TestGoldenSetupForeign(t *testing.T) {
+	t.Parallel()
 	st := existing()
-	a := Attachment{Owner: nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
-	f := run(t, st, func() error { return Setup(nil, a) })
+	a := Attachment{Owner: ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
 	nfttest.Golden(t, "setup_foreign", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft create element inet nftcni_firewall owners4 { 10.1.0.9 . "` + i + `" comment "` + tag + `" }`,
@@ -355,9 +358,10 @@ func TestGoldenSetupForeign(t *testing.T) {
 // nftablesAcceptChains: the administrator's chain gets native accepts at
 // its head, for both families in an inet table.
 func TestGoldenSetupAcceptChain(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "filter"}, Name: "forward"}}
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_accept_chain", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft insert rule inet filter forward ip saddr 10.1.0.5 accept comment "` + tag + `"`,
@@ -369,10 +373,11 @@ func TestGoldenSetupAcceptChain(t *testing.T) {
 
 // A named chain that does not exist fails Setup, which sends nothing.
 func TestSetupAcceptChainMissing(t *testing.T) {
+	t.Parallel()
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "fw"}, Name: "fwd"}}
-	f := use(t, existing())
-	err := Setup(nil, a)
+	f, ns := use(t, existing())
+	err := Setup(ns, a)
 	if want := "chain ip fw fwd (nftablesAcceptChains) not found"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Setup = %v, want …%s", err, want)
 	}
@@ -385,10 +390,11 @@ func TestSetupAcceptChainMissing(t *testing.T) {
 // only: the lookup element stays as it is. (Its table filter has no
 // iptables-nft chain: no rules there.)
 func TestGoldenSetupSharedAddress(t *testing.T) {
-	a := Attachment{Owner: nft.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
+	t.Parallel()
+	a := Attachment{Owner: ownerid.Owner{Network: "othernet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.7")}}
 	st := existing()
 	delete(st.Chains, "ip filter FORWARD")
-	f := run(t, st, func() error { return Setup(nil, a) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	nfttest.Golden(t, "setup_shared", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft create element inet nftcni_firewall owners4 { 10.1.0.7 . "` + id(a.Owner) + `" comment "` + a.Owner.Tag() + `" }`,
 		`nft delete element inet nftcni_firewall counts4 { 10.1.0.7 }`,
@@ -401,8 +407,9 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 // with the lookup elements no one else claims; the bridge element it was
 // tagged on passes to the other claimant; its foreign rules are replaced.
 func TestGoldenSetupReplace(t *testing.T) {
+	t.Parallel()
 	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
-	f := run(t, existing(), func() error { return Setup(nil, a) })
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
 	s, o, i := sample.Tag(), other.Tag(), id(sample)
 	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -435,7 +442,8 @@ func TestGoldenSetupReplace(t *testing.T) {
 // elements only it claimed; a bridge still used by other keeps its
 // elements, re-tagged.
 func TestGoldenTeardown(t *testing.T) {
-	f := run(t, existing(), func() error { return Teardown(nil, sample, nil) })
+	t.Parallel()
+	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	o, i := other.Tag(), id(sample)
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -462,7 +470,8 @@ func TestGoldenTeardown(t *testing.T) {
 // GC with nothing valid collects everything of the network: claims, lookup
 // elements, foreign rules — but not the foreign chain's other rules.
 func TestGoldenGC(t *testing.T) {
-	f := run(t, existing(), func() error { return GC(nil, "mynet", nil) })
+	t.Parallel()
+	f := run(t, existing(), func(ns *netns.NS) error { return GC(ns, "mynet", nil) })
 	i, j := id(sample), id(other)
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `", 10.1.0.7 . "` + j + `" }`,
@@ -489,11 +498,12 @@ func TestGoldenGC(t *testing.T) {
 // configuration names any more, say — and never portmap's rules of the
 // same attachment.
 func TestGoldenGCEverywhere(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Chains["inet filter forward"] = []string{sample.Tag(), "an administrator's rule", sample.ComponentTag("portmap")}
 	st.Chains["ip filter FORWARD"] = []string{sample.ComponentTag("portmap"), "docker"}
 	delete(st.Chains, "ip6 filter FORWARD")
-	f := run(t, st, func() error { return GC(nil, "mynet", []nft.Owner{other}) })
+	f := run(t, st, func(ns *netns.NS) error { return GC(ns, "mynet", []ownerid.Owner{other}) })
 	i := id(sample)
 	nfttest.Golden(t, "gc_everywhere", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -518,6 +528,7 @@ func TestGoldenGCEverywhere(t *testing.T) {
 // what Setup created — go with the table; a table with anything of
 // anyone's besides (a chain, a DROP policy) stays.
 func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
+	t.Parallel()
 	accept, drop := uint32(nftables.ChainPolicyAccept), uint32(nftables.ChainPolicyDrop)
 	s := sample.Tag()
 	st := nfttest.State{Gen: 5,
@@ -525,7 +536,7 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 		Chains:   map[string][]string{"ip filter FORWARD": {s, s}, "ip6 filter FORWARD": {s, s}},
 		Policies: map[string]uint32{"ip filter FORWARD": accept, "ip6 filter FORWARD": accept},
 	}
-	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	nfttest.Golden(t, "teardown_prune", f.Only(t), []string{
 		`nft delete rule ip filter FORWARD handle 2`,
 		`nft delete rule ip filter FORWARD handle 3`,
@@ -542,7 +553,7 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 		st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip filter": true},
 			Chains: map[string][]string{"ip filter FORWARD": {s, s}}, Policies: map[string]uint32{"ip filter FORWARD": accept}}
 		edit(&st)
-		f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+		f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 		for _, m := range f.Only(t) {
 			if int(m.Header.Type)&0xff == unix.NFT_MSG_DELTABLE {
 				t.Errorf("%s: the table was deleted", name)
@@ -553,17 +564,18 @@ func TestGoldenTeardownPrunesIptablesTable(t *testing.T) {
 
 // Nothing to remove: no batch at all, and no table is created.
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	absent := sample
 	absent.ContainerID = "absent"
 	for name, st := range map[string]nfttest.State{"no table": {Gen: 3}, "not present": existing()} {
-		f := use(t, st)
-		if err := Teardown(nil, absent, nil); err != nil {
+		f, ns := use(t, st)
+		if err := Teardown(ns, absent, nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := GC(nil, "othernet", nil); err != nil {
+		if err := GC(ns, "othernet", nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := GC(nil, "mynet", []nft.Owner{sample, other}); err != nil {
+		if err := GC(ns, "mynet", []ownerid.Owner{sample, other}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(f.Batches) != 0 {
@@ -574,10 +586,11 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 
 // Foreign rules are found by tag even when our table is gone.
 func TestTeardownForeignWithoutTable(t *testing.T) {
+	t.Parallel()
 	st := nfttest.State{Gen: 5, Tables: map[string]bool{"ip6 filter": true}, Chains: map[string][]string{
 		"ip6 filter FORWARD": {"x", sample.Tag(), sample.Tag()},
 	}}
-	f := run(t, st, func() error { return Teardown(nil, sample, nil) })
+	f := run(t, st, func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	nfttest.Golden(t, "teardown_foreign", f.Only(t), []string{
 		`nft delete rule ip6 filter FORWARD handle 3`,
 		`nft delete rule ip6 filter FORWARD handle 4`,
@@ -585,6 +598,7 @@ func TestTeardownForeignWithoutTable(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		edit func(*nfttest.State)
@@ -626,8 +640,8 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := existing()
 			tt.edit(&st)
-			f := use(t, st)
-			err := Check(nil, tt.a)
+			f, ns := use(t, st)
+			err := Check(ns, tt.a)
 			if got := errText(err); got != tt.want {
 				t.Errorf("Check = %q, want %q", got, tt.want)
 			}
@@ -662,10 +676,10 @@ func TestCheckIptablesUse(t *testing.T) {
 			}
 			st := existing()
 			tt.edit(&st)
-			use(t, st)
+			_, ns := use(t, st)
 			a := sampleAttachment
 			a.Iptables = tt.use
-			if got := errText(Check(nil, a)); got != tt.want {
+			if got := errText(Check(ns, a)); got != tt.want {
 				t.Errorf("Check = %q, want %q", got, tt.want)
 			}
 		})
@@ -697,6 +711,7 @@ func errText(err error) string {
 }
 
 func TestSetupRejects(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		a    Attachment
 		want string
@@ -707,8 +722,8 @@ func TestSetupRejects(t *testing.T) {
 		{Attachment{Owner: sample, AdminChain: "forward"}, `admin chain name "forward" is one of the firewall's own chains`},
 		{Attachment{Owner: sample, AdminChain: "admin-jumps"}, `admin chain name "admin-jumps" is one of the firewall's own chains`},
 	} {
-		f := use(t, nfttest.State{})
-		err := Setup(nil, tt.a)
+		f, ns := use(t, nfttest.State{})
+		err := Setup(ns, tt.a)
 		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("Setup(%+v) = %v, want …%s", tt.a, err, tt.want)
 		}
@@ -721,9 +736,10 @@ func TestSetupRejects(t *testing.T) {
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
-	f := use(t, nfttest.State{Gen: 7})
+	t.Parallel()
+	f, ns := use(t, nfttest.State{Gen: 7})
 	f.Interfere = 1
-	if err := Setup(nil, sampleAttachment); err != nil {
+	if err := Setup(ns, sampleAttachment); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Batches) != 2 || f.State.Gen != 9 {
@@ -734,8 +750,9 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 // A table of an earlier version (claims, no markers, no counts): the first
 // Setup, the old way, writes the markers and counts of every owner.
 func TestGoldenSetupMigrates(t *testing.T) {
-	f := run(t, existingV1(), func() error { return Setup(nil, sampleAttachment) })
-	s, o := sample.MarkerWith(sampleRecord), other.MarkerWith(otherRecord)
+	t.Parallel()
+	f := run(t, existingV1(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
+	s, o := nft.MarkerWith(sample, sampleRecord), nft.MarkerWith(other, otherRecord)
 	nfttest.Golden(t, "setup_migrates", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft add element inet nftcni_firewall counts4 { 10.1.0.5 : 1, 10.1.0.7 : 1 }`,
 		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
@@ -752,7 +769,8 @@ func TestGoldenSetupMigrates(t *testing.T) {
 // elements, must hand them to other and so runs the old way
 // (TestGoldenTeardown).
 func TestGoldenTeardownFast(t *testing.T) {
-	f := run(t, existing(), func() error { return Teardown(nil, other, nil) })
+	t.Parallel()
+	f := run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, other, nil) })
 	j := id(other)
 	nfttest.Golden(t, "teardown_fast", f.Only(t), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.7 . "` + j + `" }`,
@@ -770,7 +788,7 @@ func TestGoldenTeardownFast(t *testing.T) {
 			t.Errorf("read %s", r)
 		}
 	}
-	f = run(t, existing(), func() error { return Teardown(nil, sample, nil) })
+	f = run(t, existing(), func(ns *netns.NS) error { return Teardown(ns, sample, nil) })
 	if !slices.Contains(f.Reads, "dump inet nftcni_firewall owners4") {
 		t.Errorf("sample's Teardown did not fall back to reading the claims: %v", f.Reads)
 	}

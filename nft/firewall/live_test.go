@@ -20,6 +20,8 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -55,11 +57,11 @@ func addrs(s ...string) []netip.Addr {
 func q(s string) string { return `"` + s + `"` }
 
 // elem renders an element with its comment, as Live.Read does.
-func elem(k string, o nft.Owner) string { return k + ` comment "` + o.Tag() + `"` }
+func elem(k string, o ownerid.Owner) string { return k + ` comment "` + o.Tag() + `"` }
 
 func TestLiveSetupTeardown(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5"), Bridge: "br0", Policy: PolicyIsolated}
 	i := q(id(o))
 	full := map[string][]string{
@@ -118,8 +120,8 @@ func TestLiveSetupTeardown(t *testing.T) {
 // replaces the other's.
 func TestLiveAdminChains(t *testing.T) {
 	ns := privtest.NewNS(t)
-	x := Attachment{Owner: nft.Owner{Network: "net1", ContainerID: "x", IfName: "eth0"}, Addrs: addrs("10.99.0.5")}
-	y := Attachment{Owner: nft.Owner{Network: "net2", ContainerID: "y", IfName: "eth0"}, Addrs: addrs("10.98.0.5"), AdminChain: "MY-ADMIN"}
+	x := Attachment{Owner: ownerid.Owner{Network: "net1", ContainerID: "x", IfName: "eth0"}, Addrs: addrs("10.99.0.5")}
+	y := Attachment{Owner: ownerid.Owner{Network: "net2", ContainerID: "y", IfName: "eth0"}, Addrs: addrs("10.98.0.5"), AdminChain: "MY-ADMIN"}
 	for _, a := range []Attachment{x, y, x} {
 		if err := Setup(ns, a); err != nil {
 			t.Fatal(err)
@@ -141,9 +143,9 @@ func TestLiveAdminChains(t *testing.T) {
 // out, a bridge several containers police.
 func TestLiveSharedClaims(t *testing.T) {
 	ns := privtest.NewNS(t)
-	x := nft.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
-	y := nft.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
-	for _, o := range []nft.Owner{x, y} {
+	x := ownerid.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
+	y := ownerid.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
+	for _, o := range []ownerid.Owner{x, y} {
 		if err := Setup(ns, Attachment{Owner: o, Addrs: addrs("10.1.0.5"), Bridge: "br0", Policy: PolicySameBridge}); err != nil {
 			t.Fatal(err)
 		}
@@ -173,23 +175,23 @@ func TestLiveSharedClaims(t *testing.T) {
 
 func TestLiveGC(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
-	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	a := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := ownerid.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
 	filter := foreignFilter(t, ns, nftables.TableFamilyIPv4)
-	for i, o := range []nft.Owner{a, b, c} {
+	for i, o := range []ownerid.Owner{a, b, c} {
 		if err := Setup(ns, Attachment{Owner: o, Addrs: addrs(fmt.Sprintf("10.99.0.%d", i+1))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	conn := dial(t, ns)
-	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{a}); err != nil {
 		t.Fatal(err)
 	}
 	if got := live.Read(t, ns)["allow4"]; !slices.Equal(got, []string{elem("10.99.0.1", a), elem("10.99.0.3", c)}) {
 		t.Errorf("after GC(net1, [a]): allow4 %q", got)
 	}
-	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := live.Read(t, ns)["allow4"]; !slices.Equal(got, []string{elem("10.99.0.3", c)}) {
@@ -202,7 +204,7 @@ func TestLiveGC(t *testing.T) {
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	live.CreatesNothing(t,
 		func(ns *netns.NS) error { return Teardown(ns, o, nil) },
 		func(ns *netns.NS) error { return GC(ns, "net1", nil) })
@@ -274,7 +276,7 @@ func comments(t *testing.T, c *nft.Conn, ch *nftables.Chain) []string {
 func TestLiveForeignChain(t *testing.T) {
 	ns := privtest.NewNS(t)
 	filter := foreignFilter(t, ns, nftables.TableFamilyIPv4)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	c := dial(t, ns)
 	for range 2 {
 		if err := Setup(ns, Attachment{Owner: o, Addrs: addrs("10.99.0.5", "10.99.0.6", "fd00:99::5")}); err != nil {
@@ -332,7 +334,7 @@ func TestLiveWithoutIptables(t *testing.T) {
 	ns := privtest.NewNS(t)
 	c := dial(t, ns)
 	ipFilter := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5")}
 	for range 2 {
 		if err := Setup(ns, a); err != nil {
@@ -345,7 +347,7 @@ func TestLiveWithoutIptables(t *testing.T) {
 	if err := Check(ns, a); err != nil {
 		t.Error(err)
 	}
-	b := Attachment{Owner: nft.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Addrs: addrs("10.99.0.6"), Iptables: foreign.UseAlways}
+	b := Attachment{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Addrs: addrs("10.99.0.6"), Iptables: foreign.UseAlways}
 	if err := Setup(ns, b); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +364,7 @@ func TestLiveWithoutIptables(t *testing.T) {
 	if err := Check(ns, b); err != nil {
 		t.Error(err)
 	}
-	for _, o := range []nft.Owner{a.Owner, b.Owner} {
+	for _, o := range []ownerid.Owner{a.Owner, b.Owner} {
 		if err := Teardown(ns, o, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +380,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			o := nft.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+			o := ownerid.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
 			errs <- Setup(ns, Attachment{Owner: o, Addrs: addrs(fmt.Sprintf("10.99.0.%d", i+10)), Bridge: "br0", Policy: PolicySameBridge})
 		})
 	}
@@ -408,7 +410,7 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 		}
 	}
 	for _, ns := range []*netns.NS{container, host, outside} {
-		must(netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+		must(sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 	}
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-c", PeerName: "eth0", PeerNS: container}))
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-o", PeerName: "eth0", PeerNS: outside}))
@@ -437,8 +439,8 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
 	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("10.99.0.0/24"), Gw: netip.MustParseAddr("192.0.2.1")}))
 	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("fd00:99::/64"), Gw: netip.MustParseAddr("2001:db8::1")}))
-	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
-	must(netlinkx.SetSysctl(host, "net/ipv6/conf/all/forwarding", "1"))
+	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
+	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
 	foreignFilter(t, host, nftables.TableFamilyIPv4)
 	foreignFilter(t, host, nftables.TableFamilyIPv6)
 	return container, host, outside
@@ -449,7 +451,7 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 // (as with the reference's rules), and nothing passes after Teardown.
 func TestLiveForeignDropPolicyTraffic(t *testing.T) {
 	container, host, outside := routed(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5")}
 	const timeout = 700 * time.Millisecond
 	port := uint16(40000)
@@ -488,7 +490,7 @@ func TestLiveForeignDropPolicyTraffic(t *testing.T) {
 // Check, and the next Setup of an attachment needing it puts it back.
 func TestLiveRepair(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5"), Bridge: "br0", Policy: PolicySameBridge}
 	if err := Setup(ns, a); err != nil {
 		t.Fatal(err)
@@ -539,9 +541,9 @@ func TestLiveRepair(t *testing.T) {
 func TestLiveBookkeeping(t *testing.T) {
 	ns := privtest.NewNS(t)
 	addrs := []netip.Addr{netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("fd00:9::1")}
-	owners := make([]nft.Owner, 6)
+	owners := make([]ownerid.Owner, 6)
 	for i := range owners {
-		owners[i] = nft.Owner{Network: []string{"neta", "netb"}[i%2], ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+		owners[i] = ownerid.Owner{Network: []string{"neta", "netb"}[i%2], ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
 	}
 	model := map[int]Attachment{} // what each owner has set up
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -573,7 +575,7 @@ func TestLiveBookkeeping(t *testing.T) {
 			}
 			delete(model, i)
 		default:
-			var valid []nft.Owner
+			var valid []ownerid.Owner
 			for j, o := range owners {
 				if o.Network == "neta" && (model[j].Owner.ContainerID == "" || rng.IntN(2) == 0) {
 					valid = append(valid, o)
@@ -599,7 +601,7 @@ func TestLiveBookkeeping(t *testing.T) {
 
 // checkBookkeeping compares the claims with model and checks the lookup
 // elements, counts and markers derived from them.
-func checkBookkeeping(t *testing.T, ns *netns.NS, step string, owners []nft.Owner, model map[int]Attachment) {
+func checkBookkeeping(t *testing.T, ns *netns.NS, step string, owners []ownerid.Owner, model map[int]Attachment) {
 	t.Helper()
 	c, err := nft.Open(ns)
 	if err != nil {
@@ -628,7 +630,7 @@ func checkBookkeeping(t *testing.T, ns *netns.NS, step string, owners []nft.Owne
 	records := map[string]string{} // marker key → comment
 	for _, a := range model {
 		if rec := record(a); rec != "" {
-			e := a.Owner.MarkerWith(rec)
+			e := nft.MarkerWith(a.Owner, rec)
 			records[string(e.Key)] = e.Comment
 		}
 	}

@@ -65,6 +65,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Chain is a chain of someone else's that gets accept rules of ours.
@@ -307,10 +308,10 @@ func (c Chain) encode(want []Accept) [][]expr.Any {
 
 // Mark says whose rules are whose: an attachment's, and which component's.
 // The firewall's rules carry the plain owner tag (Component ""), others
-// nft.Owner.ComponentTag, so that the firewall's DEL of an attachment does
+// ownerid.Owner.ComponentTag, so that the firewall's DEL of an attachment does
 // not remove its portmap's rules in the same chain, and the reverse.
 type Mark struct {
-	Owner     nft.Owner
+	Owner     ownerid.Owner
 	Component string
 }
 
@@ -323,13 +324,13 @@ func (m Mark) comment() string {
 
 // Has reports whether comment marks a rule of m.
 func (m Mark) Has(comment string) bool {
-	return m.Owner.OwnedBy(comment) && nft.TagComponent(comment) == m.Component
+	return m.Owner.OwnedBy(comment) && ownerid.TagComponent(comment) == m.Component
 }
 
-// Of narrows match, a test of owner tags (nft.Owner.OwnedBy, nft.Stale),
+// Of narrows match, a test of owner tags (ownerid.Owner.OwnedBy, ownerid.Stale),
 // to component's rules.
 func Of(component string, match func(comment string) bool) func(comment string) bool {
-	return func(comment string) bool { return match(comment) && nft.TagComponent(comment) == component }
+	return func(comment string) bool { return match(comment) && ownerid.TagComponent(comment) == component }
 }
 
 // Reader reads a ruleset: *nft.Tx inside an Update, *nft.Conn for CHECK.

@@ -12,9 +12,12 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nlerr"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in, want, err string
 	}{
@@ -67,7 +70,8 @@ func (s stub) IptablesInUse() (bool, error) { return s.inUse, nil }
 
 // When a missing iptables-nft FORWARD chain is created.
 func TestCreatable(t *testing.T) {
-	unsupported := &nft.UnsupportedError{Feature: nft.XTConntrackMatch}
+	t.Parallel()
+	unsupported := &nlerr.UnsupportedError{What: "nftables: " + nft.XTConntrackMatch.String(), Linux: "3.13"}
 	for _, tt := range []struct {
 		name             string
 		r                stub
@@ -91,20 +95,21 @@ func TestCreatable(t *testing.T) {
 // The firewall's rules carry the plain tag, portmap's the component tag;
 // neither Mark claims the other's rules.
 func TestMark(t *testing.T) {
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	t.Parallel()
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	fw, pm := Mark{Owner: o}, Mark{Owner: o, Component: "portmap"}
 	if !fw.Has(fw.comment()) || fw.Has(pm.comment()) || !pm.Has(pm.comment()) || pm.Has(fw.comment()) {
 		t.Errorf("marks mix: %q %q", fw.comment(), pm.comment())
 	}
-	other := Mark{Owner: nft.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Component: "portmap"}
+	other := Mark{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Component: "portmap"}
 	if pm.Has(other.comment()) {
 		t.Error("another attachment's rule claimed")
 	}
-	noID := Mark{Owner: nft.Owner{Network: "net1", IfName: "eth0"}, Component: "portmap"}
+	noID := Mark{Owner: ownerid.Owner{Network: "net1", IfName: "eth0"}, Component: "portmap"}
 	if !noID.Has(noID.comment()) || (Mark{Owner: noID.Owner}).Has(noID.comment()) {
 		t.Errorf("empty container ID: %q", noID.comment())
 	}
-	stale := Of("portmap", func(c string) bool { return nft.Stale(c, "net1", nil) })
+	stale := Of("portmap", func(c string) bool { return ownerid.Stale(c, "net1", nil) })
 	if !stale(pm.comment()) || stale(fw.comment()) {
 		t.Error("Of does not narrow to the component")
 	}
@@ -153,6 +158,7 @@ func TestUse(t *testing.T) {
 // An iptables program is found by name in $PATH's directories, as an
 // executable file; a directory or a file without an x bit is none.
 func TestIptablesPrograms(t *testing.T) {
+	t.Parallel()
 	a, b := t.TempDir(), t.TempDir()
 	for _, f := range []struct {
 		path string

@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The index: where our rules in each chain are, by handle.
@@ -55,7 +56,7 @@ var (
 const indexSlots = 7
 
 func indexKey(c Chain, m Mark) nft.Element {
-	return nft.Element{Key: nft.Concat([]byte(nft.ShortHash(m.comment())), []byte(nft.ShortHash(c.String())))}
+	return nft.Element{Key: nft.Concat([]byte(ownerid.ShortHash(m.comment())), []byte(ownerid.ShortHash(c.String())))}
 }
 
 // indexed is m's index element for c, if any: the elements at its key

@@ -12,13 +12,14 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Live tests run against the kernel, each in throwaway namespaces, and read
 // the result back with the iptables and nft programs.
 
 var (
-	owner    = nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	owner    = ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	fwMark   = Mark{Owner: owner}
 	pmMark   = Mark{Owner: owner, Component: "portmap"}
 	v4, v6   = netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("fd00::5")

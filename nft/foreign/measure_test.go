@@ -14,6 +14,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestLiveMeasureAccepts is a measurement, not an assertion: what one
@@ -41,7 +42,7 @@ func TestLiveMeasureAccepts(t *testing.T) {
 	hostfw.Require(t)
 	const rounds = 30
 	mark := func(i int) (fw, pm Mark) {
-		o := nft.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
+		o := ownerid.Owner{Network: "measure", ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
 		return Mark{Owner: o}, Mark{Owner: o, Component: "portmap"}
 	}
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 50 + byte(i>>16), byte(i >> 8), byte(i)}) }

@@ -4,8 +4,10 @@ import (
 	"net"
 	"testing"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation, each
@@ -65,8 +67,9 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
-	f := nfttest.Run(t, nfttest.State{Gen: 1}, func() error {
-		return Setup(nil, sample, "veth1", sampleMAC)
+	t.Parallel()
+	f := nfttest.Run(t, nfttest.State{Gen: 1}, func(ns *netns.NS) error {
+		return Setup(ns, sample, "veth1", sampleMAC)
 	})
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes, []string{
@@ -79,8 +82,9 @@ func TestGoldenSetupFresh(t *testing.T) {
 // Repeating a Setup writes no element, and reads no whole set: the
 // record in the marker gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, sample, "veth1", sampleMAC)
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, sample, "veth1", sampleMAC)
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
 	if d := f.Dumps(); len(d) != 0 {
@@ -91,9 +95,10 @@ func TestGoldenSetupAgain(t *testing.T) {
 // A first Setup of an owner on an existing table takes the fast path:
 // lookups of its keys only.
 func TestGoldenSetupNewOwner(t *testing.T) {
+	t.Parallel()
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 9}
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, nfttest.Third, "veth9", mac)
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, nfttest.Third, "veth9", mac)
 	})
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -111,10 +116,11 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // owner's (veth2 . old MAC): finding the port taken sends Setup to the
 // slow path, which sees and deletes both.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	newcomer := nft.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
+	t.Parallel()
+	newcomer := ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 3}
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, newcomer, "veth2", mac)
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, newcomer, "veth2", mac)
 	})
 	tag := newcomer.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Batches[0], nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -133,8 +139,9 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 }
 
 func TestGoldenTeardown(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Teardown(nil, sample)
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Teardown(ns, sample)
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element bridge nftcni_macspoof guarded { "veth1" }`,
@@ -147,16 +154,18 @@ func TestGoldenTeardown(t *testing.T) {
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	owner := sample
 	owner.IfName = "eth9"
 	nfttest.SendsNothing(t, existing(),
-		func() error { return Teardown(nil, owner) },
-		func() error { return GC(nil, "mynet", []nft.Owner{sample, other}) })
+		func(ns *netns.NS) error { return Teardown(ns, owner) },
+		func(ns *netns.NS) error { return GC(ns, "mynet", []ownerid.Owner{sample, other}) })
 }
 
 func TestSetupRejects(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{}
-	nfttest.Use(t, f)
+	ns := f.NS(t)
 	for _, tc := range []struct {
 		ifname string
 		mac    net.HardwareAddr
@@ -166,7 +175,7 @@ func TestSetupRejects(t *testing.T) {
 		{"veth1", nil},
 		{"veth1", net.HardwareAddr{1, 2, 3, 4, 5, 6, 7, 8}},
 	} {
-		if err := Setup(nil, sample, tc.ifname, tc.mac); err == nil {
+		if err := Setup(ns, sample, tc.ifname, tc.mac); err == nil {
 			t.Errorf("Setup(%q, %v) accepted", tc.ifname, tc.mac)
 		}
 	}

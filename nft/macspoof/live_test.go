@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // live reads our table and sets back, elements as nft lists them.
@@ -29,11 +30,11 @@ var live = nfttest.Live{Table: table, Sets: sets, Key: func(_ *nftables.Set, e n
 
 func TestLiveSetupTeardownGC(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
-	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	a := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := ownerid.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
 	macs := map[string]net.HardwareAddr{}
-	for i, o := range []nft.Owner{a, b, c} {
+	for i, o := range []ownerid.Owner{a, b, c} {
 		mac := net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}
 		port := fmt.Sprintf("veth%d", i+1)
 		macs[port] = mac
@@ -88,7 +89,7 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 	}
 	live.Expect(t, ns, want)
 
-	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	live.Expect(t, ns, map[string][]string{
@@ -108,8 +109,8 @@ func TestLiveSetupTeardownGC(t *testing.T) {
 // leave the sets empty, owners markers included.
 func TestLiveRecycledPortNewMAC(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	a := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
 	if err := Setup(ns, a, "veth1", net.HardwareAddr{2, 0, 0, 0, 0, 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +129,11 @@ func TestLiveRecycledPortNewMAC(t *testing.T) {
 		"guarded": {`"veth1" comment "` + b.Tag() + `"`},
 		"allowed": {`"veth1" . 02:00:00:00:00:02 comment "` + b.Tag() + `"`},
 		"owners": {
-			`"` + a.AttachmentHash() + `" comment "` + a.MarkerWith("veth1 02:00:00:00:00:01").Comment + `"`,
-			`"` + b.AttachmentHash() + `" comment "` + b.MarkerWith("veth1 02:00:00:00:00:02").Comment + `"`,
+			`"` + a.AttachmentHash() + `" comment "` + nft.MarkerWith(a, "veth1 02:00:00:00:00:01").Comment + `"`,
+			`"` + b.AttachmentHash() + `" comment "` + nft.MarkerWith(b, "veth1 02:00:00:00:00:02").Comment + `"`,
 		},
 	})
-	for _, o := range []nft.Owner{a, b} {
+	for _, o := range []ownerid.Owner{a, b} {
 		if err := Teardown(ns, o); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestLiveRecycledPortNewMAC(t *testing.T) {
 func TestLiveNothingToRemove(t *testing.T) {
 	live.CreatesNothing(t,
 		func(ns *netns.NS) error {
-			return Teardown(ns, nft.Owner{Network: "n", ContainerID: "c", IfName: "eth0"})
+			return Teardown(ns, ownerid.Owner{Network: "n", ContainerID: "c", IfName: "eth0"})
 		},
 		func(ns *netns.NS) error { return GC(ns, "n", nil) })
 }
@@ -152,7 +153,7 @@ func TestLiveNothingToRemove(t *testing.T) {
 // another family.
 func TestLiveForeignTableUntouched(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
 	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestLiveSpoofedFramesDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
 	src, dst := netip.MustParseAddr("10.98.0.2"), netip.MustParseAddr("10.98.0.3")
 	const timeout = 700 * time.Millisecond
 	port := uint16(41000)

@@ -34,7 +34,7 @@
 // before.
 //
 // The state is the two sets' elements, each carrying the owner tag
-// (nft.Owner.Tag), and the owner's marker in owners (nft.OwnersSet, which
+// (ownerid.Owner.Tag), and the owner's marker in owners (nft.OwnersSet, which
 // lets a first Setup look up its own keys instead of reading both sets):
 // Teardown removes the owner's, GC the network's stale ones; the table,
 // chain and rules are static, recognised by their comments, and never
@@ -63,6 +63,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Names of our objects; the table name must keep the nft.TablePrefix.
@@ -95,7 +96,7 @@ var (
 // Setup drops frames entering the bridge from hostIf (the host veth) whose
 // source MAC is not mac, owned by owner, in ns (nil: own namespace). It is
 // idempotent; a Setup of the same owner replaces its previous port and MAC.
-func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) error {
+func Setup(ns *netns.NS, owner ownerid.Owner, hostIf string, mac net.HardwareAddr) error {
 	what, want, takeOver, err := setup(owner, hostIf, mac)
 	if err != nil {
 		return err
@@ -104,7 +105,7 @@ func Setup(ns *netns.NS, owner nft.Owner, hostIf string, mac net.HardwareAddr) e
 }
 
 // Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
-func Plan(owner nft.Owner, hostIf string, mac net.HardwareAddr) (nft.Plan, error) {
+func Plan(owner ownerid.Owner, hostIf string, mac net.HardwareAddr) (nft.Plan, error) {
 	what, want, takeOver, err := setup(owner, hostIf, mac)
 	if err != nil {
 		return nft.Plan{}, err
@@ -115,7 +116,7 @@ func Plan(owner nft.Owner, hostIf string, mac net.HardwareAddr) (nft.Plan, error
 // setup is what Setup wants: its elements, and what it takes over besides
 // the owner's own elements from before — anyone's for this port (the first
 // 16 bytes of both sets' keys are the port name).
-func setup(owner nft.Owner, hostIf string, mac net.HardwareAddr) (what string, want map[*nftables.Set][]nft.Element,
+func setup(owner ownerid.Owner, hostIf string, mac net.HardwareAddr) (what string, want map[*nftables.Set][]nft.Element,
 	takeOver func(*nftables.Set, nft.Element) bool, err error) {
 	what = fmt.Sprintf("adding MAC spoof check for %s on %s", mac, hostIf)
 	if want, err = elements(owner, hostIf, mac); err != nil {
@@ -128,7 +129,7 @@ func setup(owner nft.Owner, hostIf string, mac net.HardwareAddr) (what string, w
 }
 
 // elements are owner's elements for hostIf and mac.
-func elements(owner nft.Owner, hostIf string, mac net.HardwareAddr) (map[*nftables.Set][]nft.Element, error) {
+func elements(owner ownerid.Owner, hostIf string, mac net.HardwareAddr) (map[*nftables.Set][]nft.Element, error) {
 	if hostIf == "" || len(hostIf) >= nft.IfnameLen {
 		return nil, fmt.Errorf("invalid interface name %q", hostIf)
 	}
@@ -145,7 +146,7 @@ func elements(owner nft.Owner, hostIf string, mac net.HardwareAddr) (map[*nftabl
 
 // recompute reads back the record Setup keeps in the owner's marker: the
 // port name and the MAC.
-func recompute(owner nft.Owner, record string) (map[*nftables.Set][]nft.Element, error) {
+func recompute(owner ownerid.Owner, record string) (map[*nftables.Set][]nft.Element, error) {
 	hostIf, m, ok := strings.Cut(record, " ")
 	if !ok {
 		return nil, fmt.Errorf("malformed record %q", record)
@@ -159,13 +160,13 @@ func recompute(owner nft.Owner, record string) (map[*nftables.Set][]nft.Element,
 
 // Teardown removes everything owner added. Nothing to remove is success,
 // and then nothing is written (no table is created).
-func Teardown(ns *netns.NS, owner nft.Owner) error {
+func Teardown(ns *netns.NS, owner ownerid.Owner) error {
 	return store.Teardown(ns, owner,
 		fmt.Sprintf("removing MAC spoof check of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
 }
 
 // GC removes everything of network not owned by one of valid.
-func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+func GC(ns *netns.NS, network string, valid []ownerid.Owner) error {
 	return store.GC(ns, network, valid, fmt.Sprintf("collecting stale MAC spoof checks of network %s", network))
 }
 

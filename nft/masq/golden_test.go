@@ -9,8 +9,10 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation; every
@@ -94,9 +96,10 @@ func existing() nfttest.State {
 }
 
 func TestGoldenSetupFresh(t *testing.T) {
+	t.Parallel()
 	addrs := []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24"), netip.MustParsePrefix("fd00:1::5/64")}
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error {
-		return Setup(nil, sample, addrs)
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error {
+		return Setup(ns, sample, addrs)
 	})
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(setupNotes, ruleNotes,
@@ -116,8 +119,9 @@ func TestGoldenSetupFresh(t *testing.T) {
 // and writes no rule and no element; the record in the marker makes it
 // look up the owner's elements instead of reading whole sets.
 func TestGoldenSetupAgain(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(setupNotes))
 	if d := f.Dumps(); len(d) != 0 {
@@ -128,10 +132,11 @@ func TestGoldenSetupAgain(t *testing.T) {
 // A marker without a record (written before records existed) makes a
 // repeated Setup read whole sets.
 func TestSetupAgainWithoutRecord(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	if d := f.Dumps(); len(d) != len(sets) {
 		t.Errorf("dumps %q, want one per set (slow path)", d)
@@ -147,8 +152,9 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 // path) reads only the wanted keys, one lookup each, and adds its
 // elements and marker.
 func TestGoldenSetupNewOwner(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")})
 	})
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -168,8 +174,9 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // The fast path finds another owner's element for the same address by
 // looking its key up, and takes it over.
 func TestGoldenSetupTakeOver(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.7/24")})
 	})
 	tag := third.Tag()
 	nfttest.Golden(t, "setup_takeover", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -188,14 +195,15 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 // lookup did not see), Setup runs once more on the slow path, and that is
 // what counts.
 func TestSetupFallsBackToSlowPath(t *testing.T) {
+	t.Parallel()
 	for _, errno := range []unix.Errno{
 		unix.ENOTEMPTY, // what an interval set answers for an overlap the lookup did not report
 		unix.EEXIST,    // a created element whose key the lookup missed
 	} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(errno)}
-			nfttest.Use(t, f)
-			if err := Setup(nil, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
+			ns := f.NS(t)
+			if err := Setup(ns, third, []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}); err != nil {
 				t.Fatal(err)
 			}
 			if len(f.Batches) != 2 {
@@ -215,10 +223,11 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 // an owner that has elements but no marker takes the fast path and does
 // not see its elements with other keys (its DEL and GC still remove them).
 func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	delete(st.Sets, "inet nftcni_masq owners") // an older nftcni's table
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	for _, m := range f.Only(t) {
 		if int(m.Header.Type)&0xff == unix.NFT_MSG_DELSETELEM {
@@ -234,10 +243,11 @@ func TestSetupWithoutMarkerKeepsOldKeys(t *testing.T) {
 // again, which restores ours; one that is as we want it is not (see
 // nft.Tx.EnsureChain for why that matters).
 func TestGoldenSetupRestoresPolicy(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Policies = map[string]uint32{"inet nftcni_masq postrouting": uint32(nftables.ChainPolicyDrop)}
-	f := nfttest.Run(t, st, func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	})
 	nfttest.Golden(t, "setup_policy", f.Only(t), setupNotes)
 }
@@ -246,8 +256,9 @@ func TestGoldenSetupRestoresPolicy(t *testing.T) {
 // (looked up from the record of the previous one), and leaves the other
 // owner's alone.
 func TestGoldenSetupReplace(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")})
 	})
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(setupNotes), []string{
@@ -266,8 +277,9 @@ func TestGoldenSetupReplace(t *testing.T) {
 // Teardown looks up the elements its marker's record gives and deletes
 // them with the marker: no set is read whole.
 func TestGoldenTeardown(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return Teardown(nil, sample)
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return Teardown(ns, sample)
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.5 }`,
@@ -282,14 +294,15 @@ func TestGoldenTeardown(t *testing.T) {
 // A marker without a record: Teardown reads whole sets, those of layout
 // v1 too, and removes the owner's elements from all of them.
 func TestGoldenTeardownWithoutRecord(t *testing.T) {
+	t.Parallel()
 	st := existing()
 	st.Sets["inet nftcni_masq owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	st.Sets["inet nftcni_masq masq4"] = []nfttest.Elem{{Key: []byte{10, 1, 0, 5}, Comment: sample.Tag()}}
 	st.Sets["inet nftcni_masq exempt4"] = []nfttest.Elem{
 		{Key: []byte{10, 1, 0, 0, 10, 1, 0, 5}, KeyEnd: []byte{10, 1, 0, 255, 10, 1, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, st, func() error {
-		return Teardown(nil, sample)
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		return Teardown(ns, sample)
 	})
 	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.5 }`,
@@ -302,8 +315,9 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 
 // GC with only sample valid removes other's elements.
 func TestGoldenGC(t *testing.T) {
-	f := nfttest.Run(t, existing(), func() error {
-		return GC(nil, "mynet", []nft.Owner{sample})
+	t.Parallel()
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		return GC(ns, "mynet", []ownerid.Owner{sample})
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
 		`nft delete element inet nftcni_masq src4 { 10.1.0.7 }`,
@@ -314,19 +328,21 @@ func TestGoldenGC(t *testing.T) {
 
 // Nothing to remove: no batch at all, and no table is created.
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	owner := sample
 	owner.ContainerID = "absent"
 	nfttest.SendsNothing(t, existing(),
-		func() error { return Teardown(nil, owner) },
-		func() error { return GC(nil, "othernet", nil) })
+		func(ns *netns.NS) error { return Teardown(ns, owner) },
+		func(ns *netns.NS) error { return GC(ns, "othernet", nil) })
 }
 
 // A concurrent commit between our reads and our batch makes the kernel
 // refuse the batch; Setup reads again and commits at the new generation.
 func TestSetupRetriesOnGenerationChange(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1}
-	nfttest.Use(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
+	ns := f.NS(t)
+	if err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Batches) != 2 {
@@ -338,9 +354,10 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 }
 
 func TestSetupGivesUp(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{State: nfttest.State{Gen: 7}, Interfere: 1000}
-	nfttest.Use(t, f)
-	err := Setup(nil, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
+	ns := f.NS(t)
+	err := Setup(ns, sample, []netip.Prefix{netip.MustParsePrefix("10.1.0.5/24")})
 	if err == nil {
 		t.Fatal("Setup succeeded against a ruleset that always changes")
 	}
@@ -348,9 +365,10 @@ func TestSetupGivesUp(t *testing.T) {
 }
 
 func TestSetupRejectsBadAddress(t *testing.T) {
+	t.Parallel()
 	f := &nfttest.Fake{}
-	nfttest.Use(t, f)
-	if err := Setup(nil, sample, []netip.Prefix{{}}); err == nil {
+	ns := f.NS(t)
+	if err := Setup(ns, sample, []netip.Prefix{{}}); err == nil {
 		t.Fatal("invalid prefix accepted")
 	}
 	if len(f.Batches) != 0 {
@@ -359,6 +377,7 @@ func TestSetupRejectsBadAddress(t *testing.T) {
 }
 
 func TestElements(t *testing.T) {
+	t.Parallel()
 	want, err := elements(sample, []netip.Prefix{
 		netip.MustParsePrefix("10.1.2.3/16"),
 		netip.MustParsePrefix("::ffff:192.168.7.9/120"), // IPv4-mapped: an IPv4 /24

@@ -15,6 +15,8 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Live tests run against the kernel, each in a throwaway namespace, and
@@ -46,7 +48,7 @@ func key(s *nftables.Set, e nft.Element) string {
 
 func TestLiveSetupTeardown(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	tag := o.Tag()
 	full := map[string][]string{
 		"src4":   {`10.99.0.5 : jump subnet4_24 comment "` + tag + `"`},
@@ -102,7 +104,7 @@ func TestLiveSetupTeardown(t *testing.T) {
 // whole; the elements stay.
 func TestLiveRulesRepaired(t *testing.T) {
 	ns := privtest.NewNS(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	if err := Setup(ns, o, pfx("10.99.0.5/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestLiveRulesRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(ns, nft.Owner{Network: "net1", ContainerID: "other", IfName: "eth0"}, pfx("10.99.0.6/24")); err != nil {
+	if err := Setup(ns, ownerid.Owner{Network: "net1", ContainerID: "other", IfName: "eth0"}, pfx("10.99.0.6/24")); err != nil {
 		t.Fatal(err)
 	}
 	rs, _ = c.Rules(chain)
@@ -132,7 +134,7 @@ func TestLiveRulesRepaired(t *testing.T) {
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	live.CreatesNothing(t,
 		func(ns *netns.NS) error { return Teardown(ns, o) },
 		func(ns *netns.NS) error { return GC(ns, "net1", nil) })
@@ -140,10 +142,10 @@ func TestLiveNothingToRemove(t *testing.T) {
 
 func TestLiveGC(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
-	c := nft.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
-	for i, o := range []nft.Owner{a, b, c} {
+	a := ownerid.Owner{Network: "net1", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "net1", ContainerID: "bbbb", IfName: "eth0"}
+	c := ownerid.Owner{Network: "net2", ContainerID: "cccc", IfName: "eth0"}
+	for i, o := range []ownerid.Owner{a, b, c} {
 		if err := Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+1))); err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +166,7 @@ func TestLiveGC(t *testing.T) {
 	}
 	foreign := addForeign(t, ns, b.Tag())
 
-	if err := GC(ns, "net1", []nft.Owner{a}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{a}); err != nil {
 		t.Fatal(err)
 	}
 	got := live.Read(t, ns)["local4"]
@@ -176,7 +178,7 @@ func TestLiveGC(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("after GC(net1, [a]): local4 %q, want %q", got, want)
 	}
-	if err := GC(ns, "net1", []nft.Owner{}); err != nil {
+	if err := GC(ns, "net1", []ownerid.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	got = live.Read(t, ns)["local4"]
@@ -215,8 +217,8 @@ func addForeign(t *testing.T, ns *netns.NS, tag string) *nftables.Set {
 // The known limit: one address, one owner — the last Setup takes it over.
 func TestLiveTakeOver(t *testing.T) {
 	ns := privtest.NewNS(t)
-	x := nft.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
-	y := nft.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
+	x := ownerid.Owner{Network: "net1", ContainerID: "xxxx", IfName: "eth0"}
+	y := ownerid.Owner{Network: "net2", ContainerID: "yyyy", IfName: "eth0"}
 	if err := Setup(ns, x, pfx("10.1.0.5/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +245,7 @@ func TestLiveConcurrentSetup(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			o := nft.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
+			o := ownerid.Owner{Network: "net1", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
 			errs <- Setup(ns, o, pfx(fmt.Sprintf("10.99.0.%d/24", i+10)))
 		})
 	}
@@ -275,7 +277,7 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 	// No DAD on the links about to be created (link-local addresses
 	// included): IPv6 works as soon as the links are up.
 	for _, ns := range []*netns.NS{container, host, internet} {
-		must(netlinkx.SetSysctl(ns, "net/ipv6/conf/default/accept_dad", "0"))
+		must(sysctl.Set(ns, "net/ipv6/conf/default/accept_dad", "0"))
 	}
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-c", PeerName: "eth0", PeerNS: container}))
 	must(hh.AddVeth(netlinkx.VethSpec{Name: "to-i", PeerName: "eth0", PeerNS: internet}))
@@ -310,14 +312,14 @@ func topology(t *testing.T) (container, host, internet *netns.NS) {
 	privtest.WaitOperUp(t, hi, "eth0")
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("10.99.0.1")}))
 	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
-	must(netlinkx.SetSysctl(host, "net/ipv4/ip_forward", "1"))
-	must(netlinkx.SetSysctl(host, "net/ipv6/conf/all/forwarding", "1"))
+	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
+	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
 	return container, host, internet
 }
 
 func TestLiveMasqueradeTraffic(t *testing.T) {
 	container, host, internet := topology(t)
-	o := nft.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
+	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
 	const timeout = 700 * time.Millisecond
 	for _, tc := range []struct {
 		src, router, dst string

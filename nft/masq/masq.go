@@ -57,7 +57,7 @@
 // The rules are static: created once, recognised by their comments (which
 // carry a layout version), and re-created only when those differ. All
 // per-container state is set elements carrying the owner tag
-// (nft.Owner.Tag), so DEL deletes exactly the elements with its tag and GC
+// (ownerid.Owner.Tag), so DEL deletes exactly the elements with its tag and GC
 // those with the network's hash and no valid attachment's.
 //
 // Why a chain per prefix length rather than the pair (destination subnet
@@ -114,6 +114,7 @@ import (
 
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Names of our objects; the table name must keep the nft.TablePrefix.
@@ -158,7 +159,7 @@ var (
 // It is idempotent, and a Setup of the same owner replaces that owner's
 // previous addresses. With no addrs it only removes the owner's previous
 // addresses (and still makes sure the table exists).
-func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
+func Setup(ns *netns.NS, owner ownerid.Owner, addrs []netip.Prefix) error {
 	what, want, err := setup(owner, addrs)
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func Setup(ns *netns.NS, owner nft.Owner, addrs []netip.Prefix) error {
 }
 
 // Plan is Setup's plan, for a transaction the caller owns (nft.Plan).
-func Plan(owner nft.Owner, addrs []netip.Prefix) (nft.Plan, error) {
+func Plan(owner ownerid.Owner, addrs []netip.Prefix) (nft.Plan, error) {
 	what, want, err := setup(owner, addrs)
 	if err != nil {
 		return nft.Plan{}, err
@@ -175,7 +176,7 @@ func Plan(owner nft.Owner, addrs []netip.Prefix) (nft.Plan, error) {
 	return store.Plan(owner, want, record(addrs), takeOver(want), what), nil
 }
 
-func setup(owner nft.Owner, addrs []netip.Prefix) (what string, want map[*nftables.Set][]nft.Element, err error) {
+func setup(owner ownerid.Owner, addrs []netip.Prefix) (what string, want map[*nftables.Set][]nft.Element, err error) {
 	what = "adding masquerade for " + describe(addrs)
 	if want, err = elements(owner, addrs); err != nil {
 		return "", nil, fmt.Errorf("%s: %w", what, err)
@@ -191,13 +192,13 @@ func takeOver(want map[*nftables.Set][]nft.Element) func(*nftables.Set, nft.Elem
 
 // Teardown removes everything owner added. Nothing to remove is success,
 // and then nothing is written (no table is created).
-func Teardown(ns *netns.NS, owner nft.Owner) error {
+func Teardown(ns *netns.NS, owner ownerid.Owner) error {
 	return store.Teardown(ns, owner,
 		fmt.Sprintf("removing masquerade of container %s (%s, network %s)", owner.ContainerID, owner.IfName, owner.Network))
 }
 
 // GC removes everything of network not owned by one of valid.
-func GC(ns *netns.NS, network string, valid []nft.Owner) error {
+func GC(ns *netns.NS, network string, valid []ownerid.Owner) error {
 	return store.GC(ns, network, valid, fmt.Sprintf("collecting stale masquerade of network %s", network))
 }
 
@@ -222,7 +223,7 @@ func record(addrs []netip.Prefix) string {
 	return strings.Join(s, " ")
 }
 
-func recompute(owner nft.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
+func recompute(owner ownerid.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
 	var addrs []netip.Prefix
 	for _, f := range strings.Fields(rec) {
 		p, err := netip.ParsePrefix(f)
@@ -249,7 +250,7 @@ func sameAddress(s *nftables.Set, e nft.Element, want []nft.Element) bool {
 }
 
 // elements computes owner's wanted elements per set.
-func elements(owner nft.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.Element, error) {
+func elements(owner ownerid.Owner, addrs []netip.Prefix) (map[*nftables.Set][]nft.Element, error) {
 	tag := owner.Tag()
 	want := map[*nftables.Set][]nft.Element{}
 	for _, p := range addrs {

@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The golden files pin the exact netlink messages of each operation, each
@@ -45,21 +46,23 @@ var web = Spec{
 	Localnet:  []string{"cni0"},
 }
 
-// Golden tests run Setup and Teardown in the caller's namespace (nil), the
-// machine's: its sysctls must never be touched. Tests that get that far
-// fake them (fakeSysctls); anything else fails loudly. Live tests pass
-// their own namespace.
+// Golden tests run Setup and Teardown on a fake's namespace handle
+// (nfttest.Fake.NS), which is no namespace, and must never touch the
+// sysctls of the machine's (nil). Tests that get that far fake them
+// (fakeSysctls); anything else fails loudly. Live tests pass their own
+// namespace.
 func init() {
 	real := sysctls
+	noNamespace := func(ns *netns.NS) bool { return ns == nil || ns.Path() == "" }
 	sysctls.get = func(ns *netns.NS, name string) (string, error) {
-		if ns == nil {
-			panic("test reads sysctl " + name + " of the machine's namespace")
+		if noNamespace(ns) {
+			panic("test reads sysctl " + name + " outside a namespace of its own")
 		}
 		return real.get(ns, name)
 	}
 	sysctls.set = func(ns *netns.NS, name, value string) error {
-		if ns == nil {
-			panic("test writes sysctl " + name + " of the machine's namespace")
+		if noNamespace(ns) {
+			panic("test writes sysctl " + name + " outside a namespace of its own")
 		}
 		return real.set(ns, name, value)
 	}
@@ -101,7 +104,7 @@ func wantWrites(t *testing.T, got *[]string, want ...string) {
 
 // localnetNote is the element of o's localnet record for cni0, as in nft
 // commands; priorNote is cni0's entry in localnet_prior.
-func localnetNote(o nft.Owner, withComment bool) string {
+func localnetNote(o ownerid.Owner, withComment bool) string {
 	n := `"cni0" . "` + o.AttachmentHash() + `"`
 	if withComment {
 		n += ` comment "` + o.Tag() + `"`
@@ -177,12 +180,12 @@ func comments(f *family) map[string][]string {
 }
 
 // pm is o's tag on portmap's rules in foreign chains.
-func pm(o nft.Owner) string { return o.ComponentTag("portmap") }
+func pm(o ownerid.Owner) string { return o.ComponentTag("portmap") }
 
 // acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
 // of the accept for connections DNATed to addr:port over proto, with o's
 // tag.
-func acceptNote(proto, addr, port string, o nft.Owner) string {
+func acceptNote(proto, addr, port string, o ownerid.Owner) string {
 	cmd := "iptables-nft"
 	if strings.Contains(addr, ":") {
 		cmd = "ip6tables-nft"
@@ -234,7 +237,7 @@ func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, 
 // chain.
 func TestGoldenSetupFresh(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), createNotes("ip"), []string{
 		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
@@ -267,7 +270,7 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 	foreign.IptablesReachable = func() bool { return false }
 	defer func() { foreign.IptablesReachable = saved }()
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_no_iptables", f.Only(t), webFreshNotes())
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
@@ -306,7 +309,7 @@ func TestGoldenSetupFresh6(t *testing.T) {
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
 	}
 	writes := fakeSysctls(t, map[string]string{})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, hairpinNotes("ip6", 64, "ffff:ffff:ffff:ffff::"), []string{
 		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
@@ -323,7 +326,7 @@ func TestGoldenSetupFresh6(t *testing.T) {
 // no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
@@ -341,7 +344,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // again: the setting is read, and written only when it is not on.
 func TestSetupAgainLocalnetOff(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	nfttest.Run(t, existing(), func() error { return Setup(nil, web) })
+	nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, web) })
 	wantWrites(t, writes, cni0Localnet+"=1")
 }
 
@@ -351,7 +354,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, st, func() error { return Setup(nil, web) })
+	f := nfttest.Run(t, st, func(ns *netns.NS) error { return Setup(ns, web) })
 	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
 		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
 	}
@@ -375,7 +378,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		Localnet:  []string{"cni0"},
 	}
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
@@ -414,7 +417,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	// The localnet record is per attachment: sample's stays (until its
 	// DEL or GC) beside the new one.
@@ -452,7 +455,7 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 		Localnet:  []string{"cni0"},
 	}
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func() error { return Setup(nil, s) })
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
 	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
@@ -478,11 +481,11 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 func TestSetupFallsBackToSlowPath(t *testing.T) {
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
-	nfttest.Use(t, f)
+	ns := f.NS(t)
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
-	if err := Setup(nil, s); err != nil {
+	if err := Setup(ns, s); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Batches) != 2 {
@@ -495,12 +498,13 @@ func TestSetupFallsBackToSlowPath(t *testing.T) {
 
 // Another owner asking for a held port fails and sends nothing.
 func TestConflictSendsNothing(t *testing.T) {
+	t.Parallel()
 	s := web
-	s.Owner = nft.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
+	s.Owner = ownerid.Owner{Network: "mynet", ContainerID: "third", IfName: "eth0"}
 	s.Mappings = []Mapping{{HostPort: 5353, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("10.88.0.9:53")}}
 	f := &nfttest.Fake{State: existing()}
-	nfttest.Use(t, f)
-	err := Setup(nil, s)
+	ns := f.NS(t)
+	err := Setup(ns, s)
 	var ce *ConflictError
 	if !errors.As(err, &ce) || ce.HostPort != 5353 || ce.Proto != unix.IPPROTO_UDP || ce.Holder != other.Tag() {
 		t.Fatalf("got %v", err)
@@ -519,8 +523,8 @@ func TestConflictSendsNothing(t *testing.T) {
 func TestGoldenTeardown(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
-	f := nfttest.Run(t, existing(), func() (err error) {
-		removed, err = Teardown(nil, other, nil)
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) (err error) {
+		removed, err = Teardown(ns, other, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown", f.Only(t), []string{
@@ -547,8 +551,8 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
 		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, st, func() error {
-		_, err := Teardown(nil, sample, nil)
+	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+		_, err := Teardown(ns, sample, nil)
 		return err
 	})
 	nfttest.Golden(t, "teardown_legacy", f.Only(t), []string{
@@ -571,8 +575,8 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 // batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
 	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func() error {
-		_, err := GC(nil, sample.Network, []nft.Owner{other})
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		_, err := GC(ns, sample.Network, []ownerid.Owner{other})
 		return err
 	})
 	nfttest.Golden(t, "gc", f.Only(t), []string{
@@ -604,8 +608,8 @@ func TestTeardownRestoreFails(t *testing.T) {
 			fakeSysctls(t, map[string]string{})
 			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
 			var removed Removed
-			f := nfttest.Run(t, existing(), func() (err error) {
-				removed, err = Teardown(nil, sample, nil)
+			f := nfttest.Run(t, existing(), func(ns *netns.NS) (err error) {
+				removed, err = Teardown(ns, sample, nil)
 				return err
 			})
 			deletesPrior := false
@@ -624,6 +628,7 @@ func TestTeardownRestoreFails(t *testing.T) {
 
 // The record round-trips through specOf.
 func TestRecord(t *testing.T) {
+	t.Parallel()
 	s := Spec{Owner: sample, Mappings: []Mapping{
 		{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")},
 		{HostIP: netip.MustParseAddr("fd00::1"), HostPort: 53, Proto: unix.IPPROTO_UDP, Target: netip.MustParseAddrPort("[fd00:88::5]:5353")},
@@ -660,23 +665,24 @@ func TestRecord(t *testing.T) {
 }
 
 func TestTeardownNothingSendsNothing(t *testing.T) {
+	t.Parallel()
 	absent := sample
 	absent.ContainerID = "absent"
 	// An owner without a marker has no accepts in iptables-nft's chains:
 	// they are not read.
-	f := nfttest.Run(t, existing(), func() error {
-		_, err := Teardown(nil, absent, nil)
+	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+		_, err := Teardown(ns, absent, nil)
 		return err
 	})
 	if slices.Contains(f.RuleReads, "ip filter FORWARD") {
 		t.Errorf("rules read of %q, want none of ip filter FORWARD", f.RuleReads)
 	}
-	nfttest.SendsNothing(t, existing(), func() error {
-		_, err := Teardown(nil, absent, nil)
+	nfttest.SendsNothing(t, existing(), func(ns *netns.NS) error {
+		_, err := Teardown(ns, absent, nil)
 		return err
 	})
-	nfttest.SendsNothing(t, nfttest.State{Gen: 1}, func() error {
-		_, err := Teardown(nil, absent, nil)
+	nfttest.SendsNothing(t, nfttest.State{Gen: 1}, func(ns *netns.NS) error {
+		_, err := Teardown(ns, absent, nil)
 		return err
 	})
 }
@@ -686,8 +692,8 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 // plans, so a record that disagrees with the elements fails Check.
 func TestCheckRecord(t *testing.T) {
 	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	nfttest.Use(t, &nfttest.Fake{State: existing()})
-	if err := Check(nil, web); err != nil {
+	ns := (&nfttest.Fake{State: existing()}).NS(t)
+	if err := Check(ns, web); err != nil {
 		t.Errorf("Check of existing(): %v", err)
 	}
 	st := existing()
@@ -695,17 +701,17 @@ func TestCheckRecord(t *testing.T) {
 		nfttest.MarkerWith(sample, "ncni0 l10.88.0.5 h10.88.0.5/24 6:8080>10.88.0.5:80"),
 		nfttest.MarkerWith(other, record(otherSpec)),
 	}
-	nfttest.Use(t, &nfttest.Fake{State: st})
-	if err := Check(nil, web); err != nil {
+	ns = (&nfttest.Fake{State: st}).NS(t)
+	if err := Check(ns, web); err != nil {
 		t.Errorf("Check with a record in another order: %v", err)
 	}
 	stale := web
 	stale.Mappings = []Mapping{{HostPort: 9999, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	st = existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.MarkerWith(sample, record(stale)), nfttest.MarkerWith(other, record(otherSpec))}
-	nfttest.Use(t, &nfttest.Fake{State: st})
+	ns = (&nfttest.Fake{State: st}).NS(t)
 	want := `owner marker in ip nftcni_portmap set "owners": record "` + record(stale) + `" does not match the elements of map "ports"`
-	if err := Check(nil, web); err == nil || err.Error() != want {
+	if err := Check(ns, web); err == nil || err.Error() != want {
 		t.Errorf("Check with a stale record: %v\nwant %s", err, want)
 	}
 }

@@ -14,11 +14,13 @@ import (
 
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // The life of two owners through the Setup paths on the running kernel:
@@ -29,8 +31,8 @@ import (
 // path); both torn down, leaving nothing owned, markers included.
 func TestLiveFastAndSlowPaths(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
+	a := ownerid.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
 	tcp := func(host uint16, target string) Mapping {
 		return Mapping{HostPort: host, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort(target)}
 	}
@@ -47,7 +49,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	recA := "6:8080>10.9.0.5:80 6:8080>[fd00:9::5]:80 h10.9.0.5/24 hfd00:9::5/64"
-	ma := a.MarkerWith(recA).Comment
+	ma := nft.MarkerWith(a, recA).Comment
 	expect("A fresh", ia, ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
 		"ip6 ports "+ta, "ip6 hairpins "+ta, "ip6 hairpin_local "+ta, "ip6 owners "+ma)
 
@@ -56,7 +58,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	if err := Setup(ns, specA); err != nil {
 		t.Fatal(err)
 	}
-	ma = a.MarkerWith(record(specA)).Comment
+	ma = nft.MarkerWith(a, record(specA)).Comment
 	expect("A again, IPv4 only", ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
 	if err := Check(ns, specA); err != nil {
 		t.Errorf("Check after A's second Setup: %v", err)
@@ -75,9 +77,9 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("B takes over", ia, ib, "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
-		"ip owners "+ma, "ip owners "+b.MarkerWith(record(specB)).Comment)
+		"ip owners "+ma, "ip owners "+nft.MarkerWith(b, record(specB)).Comment)
 
-	for _, o := range []nft.Owner{a, b} {
+	for _, o := range []ownerid.Owner{a, b} {
 		if _, err := Teardown(ns, o, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +93,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 type localnetWorld struct {
 	t    *testing.T
 	ns   *netns.NS
-	a, b nft.Owner
+	a, b ownerid.Owner
 }
 
 func newLocalnetWorld(t *testing.T) *localnetWorld {
@@ -100,11 +102,11 @@ func newLocalnetWorld(t *testing.T) *localnetWorld {
 		privtest.Wire(t, ns, n, netip.Prefix{}, peer, n, netip.Prefix{})
 	}
 	return &localnetWorld{t: t, ns: ns,
-		a: nft.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"},
-		b: nft.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}}
+		a: ownerid.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"},
+		b: ownerid.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}}
 }
 
-func (w *localnetWorld) spec(o nft.Owner, addr string, ifaces ...string) Spec {
+func (w *localnetWorld) spec(o ownerid.Owner, addr string, ifaces ...string) Spec {
 	a := netip.MustParseAddr(addr)
 	return Spec{Owner: o,
 		Mappings:  []Mapping{{HostPort: 8080 + uint16(a.As4()[3]), Proto: unix.IPPROTO_TCP, Target: netip.AddrPortFrom(a, 80)}},
@@ -118,7 +120,7 @@ func (w *localnetWorld) setup(s Spec) {
 	}
 }
 
-func (w *localnetWorld) teardown(o nft.Owner) Removed {
+func (w *localnetWorld) teardown(o ownerid.Owner) Removed {
 	w.t.Helper()
 	r, err := Teardown(w.ns, o, nil)
 	if err != nil {
@@ -129,7 +131,7 @@ func (w *localnetWorld) teardown(o nft.Owner) Removed {
 
 func (w *localnetWorld) setSysctl(ifName, v string) {
 	w.t.Helper()
-	if err := netlinkx.SetSysctl(w.ns, localnetSysctl(ifName), v); err != nil {
+	if err := sysctl.Set(w.ns, localnetSysctl(ifName), v); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -139,7 +141,7 @@ func (w *localnetWorld) setSysctl(ifName, v string) {
 func (w *localnetWorld) expect(step, pm0, pm1 string, priors ...string) {
 	w.t.Helper()
 	for _, c := range []struct{ name, want string }{{"pm0", pm0}, {"pm1", pm1}} {
-		got, err := netlinkx.Sysctl(w.ns, localnetSysctl(c.name))
+		got, err := sysctl.Get(w.ns, localnetSysctl(c.name))
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -284,9 +286,9 @@ func TestLiveLocalnetAfterCrash(t *testing.T) {
 // nobody but GC.
 func TestLiveMasqAllTakesOver(t *testing.T) {
 	ns := privtest.NewNS(t)
-	a := nft.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
-	b := nft.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
-	spec := func(o nft.Owner, port uint16, masqAll bool) Spec {
+	a := ownerid.Owner{Network: "pm", ContainerID: "aaaa", IfName: "eth0"}
+	b := ownerid.Owner{Network: "pm", ContainerID: "bbbb", IfName: "eth0"}
+	spec := func(o ownerid.Owner, port uint16, masqAll bool) Spec {
 		return Spec{Owner: o, MasqAll: masqAll,
 			Mappings: []Mapping{{HostPort: port, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.9.0.5:80")}},
 			Hairpin:  []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")},
@@ -295,7 +297,7 @@ func TestLiveMasqAllTakesOver(t *testing.T) {
 	ta, tb := a.Tag(), b.Tag()
 	ia, ib := "inet rules "+a.ComponentTag(component), "inet rules "+b.ComponentTag(component)
 	sa1, sb, sa2 := spec(a, 8080, false), spec(b, 8081, true), spec(a, 8082, false)
-	marker := func(s Spec) string { return s.Owner.MarkerWith(record(s)).Comment }
+	marker := func(s Spec) string { return nft.MarkerWith(s.Owner, record(s)).Comment }
 	for _, step := range []struct {
 		s    Spec
 		what string

@@ -12,9 +12,10 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 
-	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // route_localnet bookkeeping.
@@ -68,26 +69,22 @@ import (
 var sysctls = struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{readLocalnet, netlinkx.SetSysctl}
+}{readLocalnet, sysctl.Set}
 
 // readLocalnet reads a route_localnet sysctl the way that does not grow
 // with the host's containers: from the interface's RTM_GETLINK answer
-// (netlinkx.IPv4Devconf) rather than its file, whose path the kernel
+// (sysctl.IPv4Devconf) rather than its file, whose path the kernel
 // resolves by comparing each component with an entry per network
 // namespace that has used it — +0.6 ms of CPU per access with 1000
 // containers on the host. The file is the fallback, and gives the error
 // texts of a missing interface.
 func readLocalnet(ns *netns.NS, name string) (string, error) {
 	if ifName, ok := strings.CutSuffix(strings.TrimPrefix(name, "net/ipv4/conf/"), "/route_localnet"); ok && localnetSysctl(ifName) == name {
-		if h, err := netlinkx.Open(ns); err == nil {
-			v, err := h.IPv4Devconf(ifName, netlinkx.DevconfRouteLocalnet)
-			h.Close()
-			if err == nil {
-				return strconv.FormatUint(uint64(v), 10), nil
-			}
+		if v, err := sysctl.IPv4Devconf(ns, ifName, sysctl.IPv4RouteLocalnet); err == nil {
+			return strconv.FormatUint(uint64(v), 10), nil
 		}
 	}
-	return netlinkx.Sysctl(ns, name)
+	return sysctl.Get(ns, name)
 }
 
 // priorComment is the comment of localnet_prior's elements.
@@ -96,7 +93,7 @@ const priorComment = "nftcni portmap: route_localnet before nftcni"
 func localnetSysctl(ifName string) string { return "net/ipv4/conf/" + ifName + "/route_localnet" }
 
 // localnetRecord is owner's record of using ifName.
-func localnetRecord(ifName string, owner nft.Owner) nft.Element {
+func localnetRecord(ifName string, owner ownerid.Owner) nft.Element {
 	return nft.Element{Key: nft.Concat(nft.IfnameKey(ifName), []byte(owner.AttachmentHash())), Comment: owner.Tag()}
 }
 

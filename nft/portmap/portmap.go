@@ -140,7 +140,7 @@
 //	-m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -j ACCEPT
 //
 // which covers both directions of the mapped connections and nothing
-// else. They carry the owner's component tag (nft.Owner.ComponentTag,
+// else. They carry the owner's component tag (ownerid.Owner.ComponentTag,
 // component "portmap"), so the firewall plugin's rules of the same
 // attachment in the same chain stay apart; Teardown removes them, GC finds
 // stale ones wherever they are.
@@ -179,6 +179,7 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/foreign"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TableName is the name of both tables.
@@ -199,7 +200,7 @@ type Mapping struct {
 
 // Spec is everything one attachment wants.
 type Spec struct {
-	Owner    nft.Owner
+	Owner    ownerid.Owner
 	Mappings []Mapping
 	// Hairpin are container addresses with their prefix length whose
 	// subnet is masqueraded when it reaches a mapped port of theirs (snat).
@@ -229,7 +230,7 @@ type Spec struct {
 	Iptables foreign.Use
 }
 
-// component names our rules in foreign chains (nft.Owner.ComponentTag).
+// component names our rules in foreign chains (ownerid.Owner.ComponentTag).
 const component = "portmap"
 
 // chains are the foreign chains s's accepts go to.
@@ -423,7 +424,7 @@ func record(s Spec) string {
 }
 
 // specOf reads a record back into the Spec of owner it was made from.
-func specOf(owner nft.Owner, rec string) (Spec, error) {
+func specOf(owner ownerid.Owner, rec string) (Spec, error) {
 	s := Spec{Owner: owner}
 	for _, w := range strings.Fields(rec) {
 		switch {
@@ -477,7 +478,7 @@ func specOf(owner nft.Owner, rec string) (Spec, error) {
 
 // recompute reads the record in owner's marker back as what the owner
 // has, per set (see nft.Recorded).
-func recompute(owner nft.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
+func recompute(owner ownerid.Owner, rec string) (map[*nftables.Set][]nft.Element, error) {
 	s, err := specOf(owner, rec)
 	if err != nil {
 		return nil, err
@@ -537,7 +538,7 @@ func (e *ConflictError) Error() string {
 		where = e.HostIP.String()
 	}
 	holder := "an element not created by nftcni"
-	if p, ok := nft.ParseTag(e.Holder); ok {
+	if p, ok := ownerid.ParseTag(e.Holder); ok {
 		_, id, _ := strings.Cut(e.Holder, " ")
 		holder = fmt.Sprintf("container %q (attachment %s of network hash %s)", id, p.Attachment, p.Network)
 	} else if e.Holder != "" {
@@ -690,7 +691,7 @@ func Plan(ns *netns.NS, s Spec) (nft.Plan, error) {
 		return nft.Plan{}, fmt.Errorf("port mappings of container %s: %w", s.Owner.ContainerID, err)
 	}
 	active := p.families()
-	marker := []nft.Element{s.Owner.MarkerWith(record(s))}
+	marker := []nft.Element{nft.MarkerWith(s.Owner, record(s))}
 	mark := foreign.Mark{Owner: s.Owner, Component: component}
 	run := func(tx *nft.Tx, slowOnly bool, lookups *bool) error {
 		b := tx.Batch()
@@ -885,7 +886,7 @@ func ensureStatic(tx *nft.Tx, f *family) error {
 // conflicts fails when a wanted map key is held by someone else. Sets
 // other than the port maps are keyed by container address, which is
 // taken over like the masquerade sets do (see nft/masq).
-func conflicts(f *family, set *nftables.Set, cur, want []nft.Element, owner nft.Owner) error {
+func conflicts(f *family, set *nftables.Set, cur, want []nft.Element, owner ownerid.Owner) error {
 	if !f.isPortMap(set) {
 		return nil
 	}
@@ -911,7 +912,7 @@ func conflicts(f *family, set *nftables.Set, cur, want []nft.Element, owner nft.
 // replaceRules replaces owner's rules in the conditional chain by want.
 // Without read, the chain is known to hold none of owner's rules (no
 // table, or no marker) and is not read.
-func replaceRules(tx *nft.Tx, f *family, owner nft.Owner, want []*nftables.Rule, read bool) error {
+func replaceRules(tx *nft.Tx, f *family, owner ownerid.Owner, want []*nftables.Rule, read bool) error {
 	var cur []nft.Rule
 	if read {
 		var err error
@@ -959,7 +960,7 @@ type Removed struct {
 // without, the set is read whole. The owner's rules in other owners'
 // chains are found through the index of package foreign when it is right,
 // by reading the chain otherwise.
-func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Removed, error) {
+func Teardown(ns *netns.NS, owner ownerid.Owner, acceptChains []foreign.Chain) (Removed, error) {
 	mark := foreign.Mark{Owner: owner, Component: component}
 	r, err := remove(ns, owner.OwnedBy, &owner, func(tx *nft.Tx, owned bool) (int, error) {
 		n := 0
@@ -983,8 +984,8 @@ func Teardown(ns *netns.NS, owner nft.Owner, acceptChains []foreign.Chain) (Remo
 
 // GC removes everything of network that none of valid owns, its rules in
 // chains of others wherever they are.
-func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
-	stale := nft.StaleFunc(network, valid)
+func GC(ns *netns.NS, network string, valid []ownerid.Owner) (Removed, error) {
+	stale := ownerid.StaleFunc(network, valid)
 	r, err := remove(ns, stale, nil, func(tx *nft.Tx, _ bool) (int, error) {
 		return foreign.RemoveEverywhere(tx, foreign.Of(component, stale))
 	})
@@ -998,7 +999,7 @@ func GC(ns *netns.NS, network string, valid []nft.Owner) (Removed, error) {
 // in the same batch, telling it whether the owner had a marker in one of
 // the tables; for a Teardown, owner is the owner (whose marker may spare
 // reading whole sets).
-func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
+func remove(ns *netns.NS, match func(comment string) bool, owner *ownerid.Owner, removeForeign func(tx *nft.Tx, owned bool) (int, error)) (Removed, error) {
 	c, err := nft.Open(ns)
 	if err != nil {
 		return Removed{}, err
@@ -1055,7 +1056,7 @@ func remove(ns *netns.NS, match func(comment string) bool, owner *nft.Owner, rem
 					cur = nft.UniqueElements(cur)
 					users, ifaces, err = othersOn(tx, set, cur, match)
 				case set == f.owners:
-					cur, err = tx.Lookup(set, []nft.Element{owner.Marker()})
+					cur, err = tx.Lookup(set, []nft.Element{nft.Marker(*owner)})
 				default:
 					cur, err = tx.Lookup(set, prev[set])
 					cur = nft.UniqueElements(cur)
@@ -1202,7 +1203,7 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 // mappingsInElements reads back owner's mappings from its map elements,
 // failing for one that does not forward to one of addrs, and counts its
 // conditional rules per family.
-func mappingsInElements(c *nft.Conn, owner nft.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
+func mappingsInElements(c *nft.Conn, owner ownerid.Owner, addrs []netip.Addr) ([]Mapping, map[*family]int, error) {
 	var out []Mapping
 	rules := map[*family]int{}
 	for _, f := range fams {
@@ -1264,12 +1265,12 @@ func decodeMapping(set *nftables.Set, e nft.Element) (Mapping, bool) {
 // check compares owner's state with p: elements exactly, owner markers,
 // the number of conditional rules (rules(f) per family), and
 // route_localnet for the owner's localnet records.
-func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f *family) int) error {
+func check(c *nft.Conn, ns *netns.NS, owner ownerid.Owner, p *planned, rules func(f *family) int) error {
 	active := p.families()
 	for _, f := range fams {
 		want := map[*nftables.Set][]nft.Element{f.owners: nil}
 		if slices.Contains(active, f) {
-			want[f.owners] = []nft.Element{owner.Marker()}
+			want[f.owners] = []nft.Element{nft.Marker(owner)}
 		}
 		for _, set := range f.sets() {
 			want[set] = p.elems[set]
@@ -1331,8 +1332,8 @@ func check(c *nft.Conn, ns *netns.NS, owner nft.Owner, p *planned, rules func(f 
 // plans other elements of family f than p has: Teardown, which looks up
 // only what the record plans, would leave the difference behind. A
 // marker without a record is fine (Teardown then reads whole sets).
-func checkRecord(f *family, owner nft.Owner, markers []nft.Element, p *planned) error {
-	rec, ok := owner.Record(markers)
+func checkRecord(f *family, owner ownerid.Owner, markers []nft.Element, p *planned) error {
+	rec, ok := nft.MarkerRecord(owner, markers)
 	if !ok {
 		return nil
 	}

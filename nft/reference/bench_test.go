@@ -8,8 +8,8 @@ import (
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // What Delete adds to every DEL of an attachment the reference never
@@ -44,7 +44,7 @@ func BenchmarkDeleteNothing(b *testing.B) {
 				}
 			}
 		})
-		own := nft.Owner{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
+		own := ownerid.Owner{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
 		b.Run(host.name+"/masq.Setup+Teardown (ours, for scale)", func(b *testing.B) {
 			for b.Loop() {
 				if err := masq.Setup(ns, own, a.Addrs); err != nil {

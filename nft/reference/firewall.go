@@ -22,13 +22,13 @@ func firewallRules(fam nftables.TableFamily) *nftables.Chain {
 
 // isFrom: `-s A -j ACCEPT`.
 func isFrom(v view, a netip.Addr) bool {
-	return v.src.p == netip.PrefixFrom(a, a.BitLen()) && !v.src.neq && !v.dst.set() &&
+	return v.src.p == netip.PrefixFrom(a, a.BitLen()) && !v.src.neq && !v.dst.set() && !v.in.set() && !v.out.set() &&
 		!v.ctEstRel && v.proto == 0 && v.dport == 0 && v.accepts() && v.other == 0
 }
 
 // isRepliesTo: `-d A -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`.
 func isRepliesTo(v view, a netip.Addr) bool {
-	return v.dst.p == netip.PrefixFrom(a, a.BitLen()) && !v.dst.neq && !v.src.set() &&
+	return v.dst.p == netip.PrefixFrom(a, a.BitLen()) && !v.dst.neq && !v.src.set() && !v.in.set() && !v.out.set() &&
 		v.ctEstRel && v.proto == 0 && v.dport == 0 && v.accepts() && v.other == 0
 }
 

@@ -156,15 +156,17 @@ func nftScript(cs []refCtr) string {
 		if c.parts&SpoofCheck != 0 {
 			name, com := spoofChain(c.id, c.ifName), spoofComment(c.id, c.ifName)
 			spoof = append(spoof,
-				fmt.Sprintf("chain %s-mac {\n ether saddr 02:00:00:00:00:01 return comment %q\n drop comment %q\n}", name, com, com),
-				fmt.Sprintf("chain %s {\n jump %s-mac comment %q\n}", name, name, com))
+				fmt.Sprintf("chain %s {\n jump %s-mac comment %q\n}", name, name, com),
+				fmt.Sprintf("chain %s-mac {\n ether saddr 02:00:00:00:00:01 return comment %q\n drop comment %q\n}", name, com, com))
 			pre = append(pre, fmt.Sprintf("iifname %q jump %s comment %q", c.veth, name, com))
 		}
 	}
 	var b strings.Builder
 	if len(masq) > 0 {
 		fmt.Fprintf(&b, `table inet %s {
+	comment "Masquerading for plugins from github.com/containernetworking/plugins"
 	chain %s {
+		comment "Masquerade traffic from certain IPs to any (non-multicast) IP outside their subnet"
 		%s
 	}
 	chain postrouting {
@@ -185,6 +187,7 @@ func nftScript(cs []refCtr) string {
 			fam = "ip6"
 		}
 		fmt.Fprintf(&b, `table %s cni_hostport {
+	comment "CNI portmap plugin"
 	chain hostports {
 		%s
 	}
@@ -210,8 +213,8 @@ func nftScript(cs []refCtr) string {
 `, fam, strings.Join(hp[v6], "\n\t\t"), strings.Join(mq[v6], "\n\t\t"))
 	}
 	if len(spoof) > 0 {
-		fmt.Fprintf(&b, "table bridge nat {\n%s\nchain PREROUTING {\n type filter hook prerouting priority -300; policy accept;\n %s\n}\n}\n",
-			strings.Join(spoof, "\n"), strings.Join(pre, "\n "))
+		fmt.Fprintf(&b, "table bridge nat {\nchain PREROUTING {\n type filter hook prerouting priority -300; policy accept;\n %s\n}\n%s\n}\n",
+			strings.Join(pre, "\n "), strings.Join(spoof, "\n"))
 	}
 	return b.String()
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // How the reference plugins name what belongs to one attachment. These
@@ -110,9 +110,9 @@ const (
 // nftMasqInstance starts the comment of the attachment's masquerade rules
 // (nftables backend): the hashes of the network and of
 // `<ifname>:<container ID>`, 16 hex digits each — the network's is
-// nft.NetworkHash, the prefix of our own owner tags.
+// ownerid.NetworkHash, the prefix of our own owner tags.
 func nftMasqInstance(network, ifName, containerID string) string {
-	return nft.NetworkHash(network) + "-" + hashName(16, "", ifName+":"+containerID)
+	return ownerid.NetworkHash(network) + "-" + hashName(16, "", ifName+":"+containerID)
 }
 
 // parseNFTMasqComment reads an nftables masquerade comment

@@ -9,6 +9,7 @@ import (
 // (and "ctr2") on network "refnet", interface eth0, as v1.9.1 and v1.10.0
 // made them in a test host (iptables-save, nft list ruleset).
 func TestNames(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ got, want string }{
 		{MasqChain("refnet", "ctr1"), "CNI-e30d516c8208bc6dd27ee420"},
 		{MasqChain("refnet", "ctr2"), "CNI-6a16382e52d400a56688e056"},
@@ -31,6 +32,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestParseComments(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		net, id string
 	}{{"refnet", "ctr1"}, {`we"ird`, `a\b`}, {"", "x"}, {"net", ""}} {

@@ -64,6 +64,7 @@ package reference
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -131,7 +132,31 @@ type Attachment struct {
 	// AdminChain is the firewall's iptablesAdminChainName; "" is
 	// CNI-ADMIN.
 	AdminChain string
+
+	// For PlanCreate (handing the attachment back): what the reference's
+	// ADD would have made besides.
+	//
+	// MasqNFT and PortmapNFT choose the nftables backends of the
+	// masquerade (ipMasqBackend) and of portmap (backend), as the
+	// reference would have chosen them for this configuration.
+	MasqNFT, PortmapNFT bool
+	// MarkBit is portmap's markMasqBit (DefaultMarkBit unless
+	// configured): the bit its shared SETMARK and MASQ chains set and
+	// test.
+	MarkBit int
+	// IngressPolicy is the firewall's ingressPolicy ("same-bridge",
+	// "isolated"; "" or "open": none), for the bridge named Bridge: its
+	// isolation chains, which the reference shares between the
+	// attachments of every bridge and never deletes.
+	IngressPolicy, Bridge string
+	// HostIf and MAC are the spoof check's host interface (the bridge
+	// port) and the container interface's MAC address.
+	HostIf string
+	MAC    net.HardwareAddr
 }
+
+// DefaultMarkBit is portmap's markMasqBit unless configured.
+const DefaultMarkBit = 13
 
 // Mapping is one port mapping (runtimeConfig.portMappings).
 type Mapping struct {

@@ -38,8 +38,18 @@ type view struct {
 	jump     string // jump or goto target
 	dnat     netip.AddrPort
 	masq     bool
+	mports   []uint16 // -m multiport --destination-ports
+	in, out  ifMatch  // -i, -o
 	other    int
 }
+
+// ifMatch is a comparison of the input or output interface's name.
+type ifMatch struct {
+	name string
+	neq  bool
+}
+
+func (m ifMatch) set() bool { return m.name != "" }
 
 // addrMatch is a comparison of the source or destination address with a
 // prefix.
@@ -88,6 +98,8 @@ const (
 	regL4              // meta l4proto
 	regNFProto         // meta nfproto
 	regCtState         // ct state
+	regIIFName         // meta iifname
+	regOIFName         // meta oifname
 	regImm             // immediate data
 	regOther
 )
@@ -122,6 +134,10 @@ func readView(fam nftables.TableFamily, r nft.RuleExprs) view {
 				regs[e.Register] = &reg{kind: regL4}
 			case e.Key == expr.MetaKeyNFPROTO:
 				regs[e.Register] = &reg{kind: regNFProto}
+			case e.Key == expr.MetaKeyIIFNAME:
+				regs[e.Register] = &reg{kind: regIIFName}
+			case e.Key == expr.MetaKeyOIFNAME:
+				regs[e.Register] = &reg{kind: regOIFName}
 			default:
 				regs[e.Register] = &reg{kind: regOther}
 			}
@@ -210,6 +226,19 @@ func (v *view) cmp(g *reg, e *expr.Cmp, nfproto *byte) bool {
 			return false
 		}
 		v.dport = binary.BigEndian.Uint16(e.Data)
+		return true
+	case regIIFName, regOIFName:
+		// iptables-nft compares the name with its NUL (-i br0), nft
+		// the whole 16 bytes; a prefix match (-i br+) is not read.
+		m := &v.in
+		if g.kind == regOIFName {
+			m = &v.out
+		}
+		i := bytes.IndexByte(e.Data, 0)
+		if m.set() || i <= 0 || !isZero(e.Data[i:]) || g.mask != nil || (e.Op != expr.CmpOpEq && e.Op != expr.CmpOpNeq) {
+			return false
+		}
+		*m = ifMatch{name: string(e.Data[:i]), neq: e.Op == expr.CmpOpNeq}
 		return true
 	case regCtState:
 		want := make([]byte, 4)
@@ -303,10 +332,33 @@ func (v *view) match(m *expr.Match) bool {
 		return v.xtPorts(unix.IPPROTO_UDP, info.DstPorts, info.SrcPorts, info.InvFlags != 0)
 	}
 	switch m.Name {
-	case "comment", "multiport", "addrtype":
+	case "multiport":
+		v.mports = multiportDests(m)
+		return true
+	case "comment", "addrtype":
 		return true
 	}
 	return false
+}
+
+// multiportDests are the destination ports of a multiport match
+// (revision 1, struct xt_multiport_v1: flags, count, ports in host byte
+// order); nil for any other.
+func multiportDests(m *expr.Match) []uint16 {
+	u, ok := m.Info.(*xt.Unknown)
+	if !ok || m.Rev != 1 || len(*u) < xtMultiportLen {
+		return nil
+	}
+	b := []byte(*u)
+	n := int(b[1])
+	if b[0] != xtMultiportDest || n > xtMultiportMax {
+		return nil
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.NativeEndian.Uint16(b[2+2*i:])
+	}
+	return out
 }
 
 func (v *view) ctState(flags, invert, states uint16) bool {
@@ -382,6 +434,12 @@ func isZero(b []byte) bool {
 // String is the rule as iptables would list it, roughly: for messages.
 func (v view) String() string {
 	var s []string
+	if v.in.set() {
+		s = append(s, neg(v.in.neq)+"-i "+v.in.name)
+	}
+	if v.out.set() {
+		s = append(s, neg(v.out.neq)+"-o "+v.out.name)
+	}
 	if v.src.set() {
 		s = append(s, neg(v.src.neq)+"-s "+v.src.p.String())
 	}

@@ -32,6 +32,7 @@ func ctMask(bits uint32) []byte {
 // tests) and others: native ct state, an x_tables tcp match, DNAT
 // revision 0, a partial-byte prefix.
 func TestReadView(t *testing.T) {
+	t.Parallel()
 	net4 := expr.PayloadBaseNetworkHeader
 	th := expr.PayloadBaseTransportHeader
 	a := netip.MustParseAddr("10.95.0.2")
@@ -106,6 +107,7 @@ func TestReadView(t *testing.T) {
 // Deletion order: rules before chains, each once; rules of a chain that
 // goes are not deleted on their own.
 func TestDeletionOrder(t *testing.T) {
+	t.Parallel()
 	ch := chain(nftables.TableFamilyIPv4, "nat", "CNI-x")
 	post := chain(nftables.TableFamilyIPv4, "nat", "POSTROUTING")
 	objs := deletionOrder([]Object{chainObject(Masq, ch), {Part: Masq, Chain: post, Handle: 5}, chainObject(Masq, ch), {Part: Masq, Chain: post, Handle: 5}})
@@ -118,6 +120,7 @@ func TestDeletionOrder(t *testing.T) {
 // iptables objects (they name no interface), by instance hash for the
 // nftables masquerade's.
 func TestStale(t *testing.T) {
+	t.Parallel()
 	ch := chain(nftables.TableFamilyIPv4, "nat", "CNI-x")
 	objs := []Object{
 		{Part: Masq, Chain: ch, ContainerID: "c1"},

@@ -23,7 +23,7 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
@@ -41,7 +41,7 @@ var Plugin = &cni.Plugin{
 	GC:           cmdGC,
 	Status:       cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
-		_, err := parseConfig(stdin)
+		_, err := loadConf(stdin)
 		return err
 	},
 }
@@ -88,7 +88,7 @@ const aliasPrefix = "nftcni bandwidth "
 var errNotChained = errors.New("must be called as chained plugin")
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
-	conf, err := parseConfig(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func redirectsToOurs(hh *netlinkx.Handle, q *qdisc.Handle, ifindex int, ifbs []s
 // to the IFB. Without limits there is nothing to check (the reference
 // still insists on a veth).
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConfig(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
@@ -505,7 +505,7 @@ func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
 			continue
 		}
 		tag, ours := strings.CutPrefix(l.Alias, aliasPrefix)
-		if ours && nft.Stale(tag, conf.Name, valid) {
+		if ours && ownerid.Stale(tag, conf.Name, valid) {
 			errs = append(errs, deleteLink(hh, l.Name))
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/qdisc"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestKernelStateAfterAdd: both directions limited; the host veth's root
@@ -24,7 +24,7 @@ func TestKernelStateAfterAdd(t *testing.T) {
 
 	e.wantTBF("host veth", c.veth.Index, ingressTBF)
 	ifb := plugintest.MustLink(t, e.th.H, c.ifb())
-	wantAlias := aliasPrefix + nft.Owner{Network: "testnet", ContainerID: "c1", IfName: "eth0"}.Tag()
+	wantAlias := aliasPrefix + ownerid.Owner{Network: "testnet", ContainerID: "c1", IfName: "eth0"}.Tag()
 	if ifb.Kind != "ifb" || !ifb.Up || ifb.MTU != 1400 || c.veth.MTU != 1400 || ifb.TxQueueLen != 0 || ifb.Alias != wantAlias {
 		t.Errorf("ifb %+v", ifb)
 	}
@@ -340,8 +340,8 @@ func TestGC(t *testing.T) {
 	e.th.OK(stale.call("ADD", conf("1.1.0", egressOnly)))
 	foreign := []netlinkx.IFBSpec{
 		{Name: legacyIFBName("testnet", "stale")},
-		{Name: "bwpothernet0000", Alias: aliasPrefix + nft.Owner{Network: "othernet", ContainerID: "stale", IfName: "eth0"}.Tag()},
-		{Name: "notbwp", Alias: aliasPrefix + nft.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}.Tag()},
+		{Name: "bwpothernet0000", Alias: aliasPrefix + ownerid.Owner{Network: "othernet", ContainerID: "stale", IfName: "eth0"}.Tag()},
+		{Name: "notbwp", Alias: aliasPrefix + ownerid.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}.Tag()},
 	}
 	var all []string
 	for _, s := range foreign {

@@ -49,9 +49,9 @@ func (c *PluginConf) bandwidth() *BandwidthEntry {
 	return c.RuntimeConfig.Bandwidth
 }
 
-// parseConfig decodes and validates the configuration (ADD and CHECK), in
+// loadConf decodes and validates the configuration (ADD and CHECK), in
 // the reference's order: JSON, the limits of each direction, prevResult.
-func parseConfig(stdin []byte) (*PluginConf, error) {
+func loadConf(stdin []byte) (*PluginConf, error) {
 	var c PluginConf
 	if err := json.Unmarshal(stdin, &c); err != nil {
 		return nil, fmt.Errorf("failed to parse network configuration: %w", err)

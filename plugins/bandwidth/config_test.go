@@ -198,7 +198,7 @@ func TestParseConfig(t *testing.T) {
 		{"bad prevResult", `,"prevResult":{"ips":[{"address":"nope"}]}`, nil, "could not parse prevResult: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseConfig([]byte(`{"cniVersion":"1.0.0","name":"n","type":"bandwidth"` + tt.fields + `}`))
+			c, err := loadConf([]byte(`{"cniVersion":"1.0.0","name":"n","type":"bandwidth"` + tt.fields + `}`))
 			if tt.err != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
 					t.Errorf("error %v\n want %q", err, tt.err)

@@ -39,7 +39,7 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("psched %q gives tick %v", psched, tick)
 		}
 		_, _ = parseLenient(data)
-		c, err := parseConfig(data)
+		c, err := loadConf(data)
 		if err != nil {
 			return
 		}
@@ -55,6 +55,6 @@ func FuzzConfig(f *testing.F) {
 				_ = referenceTBF(d.rate, d.burst, 15.625)
 			}
 		}
-		plugintest.Fixpoint(t, c, parseConfig)
+		plugintest.Fixpoint(t, c, loadConf)
 	})
 }

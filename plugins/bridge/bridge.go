@@ -22,15 +22,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/announce"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/macspoof"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the bridge plugin.
@@ -84,14 +85,11 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 		return nil, err
 	}
 
-	// A bridge whose last port left before it was ever pinned has the zero
-	// MAC: it would take this ADD's port's MAC when the port joins, and
-	// derive its IPv6 link-local address from that if its carrier comes
-	// back before ensureAddr pins it (when depends on the kernel's link
-	// watch). A gateway bridge gets its random MAC (pinMAC) before the port
-	// joins instead, so its link-local address is always its own.
-	if conf.IsGW && conf.isL3() && isZeroMAC(br.MAC) {
-		if err := pinMAC(hh, &br); err != nil {
+	// A gateway bridge's MAC is pinned before this ADD's port joins
+	// (pinBridgeMAC): an unpinned bridge takes the lowest of its ports'
+	// MACs, so concurrent ADDs would each read, and pin, another one.
+	if conf.IsGW && conf.isL3() {
+		if err := pinBridgeMAC(hh, &br); err != nil {
 			return nil, err
 		}
 		brIface.Mac = br.MAC.String()
@@ -199,14 +197,14 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 
 	// Container sysctls: errors ignored, as in the reference.
 	if conf.EnableDad {
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/enhanced_dad", "1")
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "1")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/enhanced_dad", "1")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "1")
 	} else {
-		_ = netlinkx.SetSysctl(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
+		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
 	}
-	_ = netlinkx.SetSysctl(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
+	_ = sysctl.Set(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 
-	if err := ipam.ConfigureInterface(hc, a.IfName, result); err != nil {
+	if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 		return err
 	}
 
@@ -338,7 +336,7 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 		return br, nil, created, wrap(err)
 	}
 	// We own the routes of this interface.
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	if err := hh.SetUp(name); err != nil {
 		return br, nil, created, wrap(netlinkx.Cause(err))
 	}
@@ -390,7 +388,7 @@ func setupVeth(hh, hc *netlinkx.Handle, hostNS *netns.NS, ifName string, mtu int
 		_ = hc.DeleteLink(ifName)
 		return "", nil, fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	return peer, &cni.Interface{Name: ifName, Mac: cont.MAC.String()}, nil
 }
 
@@ -461,7 +459,7 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 	if err := hh.SetUp(peer); err != nil {
 		return fail(fmt.Errorf("failed to set %q up: %w", peer, netlinkx.Cause(err)))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+peer+"/accept_ra", "0")
 	if err := setupPort(hh, br.Name, peer, false, false, vlan, nil, preserveDefault); err != nil {
 		return fail(err)
 	}
@@ -515,6 +513,38 @@ func ensureAddr(hh *netlinkx.Handle, l *netlinkx.Link, gw netip.Prefix, force bo
 		}
 	}
 	return pinMAC(hh, l)
+}
+
+// pinBridgeMAC pins gateway bridge br's MAC (pinMAC) before this ADD's
+// port joins, under the bridge's lock (lockClaims) and as the bridge has it
+// then, and records it in br.
+//
+// Why before the port joins: until it is pinned, the bridge's MAC follows
+// its ports. ADDs that start together on a new bridge each read its MAC
+// before their port joins, and one that read it after another's port had
+// joined pinned that port's MAC over the first pin, after the other ADDs
+// had put the first in their results: their CHECK failed from the start
+// ("Bridge interface … Mac doesn't match", and `nftcni list` showed them
+// drifted). With every gateway ADD pinning first, no port joins an
+// unpinned bridge, so its MAC does not move. Why the lock and the second
+// read: a bridge whose last port left before it was ever pinned has the
+// zero MAC, for which each ADD would draw a random one of its own; under
+// the lock the first draws it and the others read it. Pinned before the
+// port joins, the bridge also never takes the port's MAC, from which its
+// IPv6 link-local address would be derived if its carrier came back
+// first (a matter of the kernel's link watch).
+func pinBridgeMAC(hh *netlinkx.Handle, br *netlinkx.Link) error {
+	_, unlock, err := lockClaims(br.Name, true)
+	if err != nil {
+		return fmt.Errorf("locking bridge %q: %w", br.Name, err)
+	}
+	defer unlock()
+	now, err := bridgeByName(hh, br.Name)
+	if err != nil {
+		return err
+	}
+	*br = now
+	return pinMAC(hh, br)
 }
 
 // pinMAC sets link l's MAC to the one it had when looked up (before this

@@ -7,8 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
@@ -42,7 +42,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 			others = append(others, intf)
 		}
 	}
-	contEntry, sandboxErr := ipam.ContainerInterface(others, a.IfName, a.Netns)
+	contEntry, sandboxErr := addrconf.ContainerInterface(others, a.IfName, a.Netns)
 
 	hh, err := netlinkx.Open(nil)
 	if err != nil {
@@ -119,10 +119,10 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		}
 	}
 
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := addrconf.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return addrconf.CheckRoutes(hc, result.Routes)
 }
 
 // validateInterface looks a prevResult entry up in h's namespace and checks

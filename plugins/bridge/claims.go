@@ -13,7 +13,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Address claims: which attachment uses which address on which bridge.
@@ -71,12 +71,13 @@ func claimsDir(bridge string) (string, error) {
 }
 
 // ownerFile is the name of an attachment's list of claimed addresses.
-func ownerFile(own nft.Owner) string {
-	return "owner." + nft.NetworkHash(own.Network) + "." + own.AttachmentHash()
+func ownerFile(own ownerid.Owner) string {
+	return "owner." + ownerid.NetworkHash(own.Network) + "." + own.AttachmentHash()
 }
 
 // lockClaims opens the bridge's claims directory and locks it; nil
-// unlock means there is no directory and create was false.
+// unlock means there is no directory and create was false. The lock also
+// serialises the pinning of the bridge's MAC (pinBridgeMAC).
 func lockClaims(bridge string, create bool) (dir string, unlock func(), err error) {
 	dir, err = claimsDir(bridge)
 	if err != nil {
@@ -133,7 +134,7 @@ func writeJSON(path string, v any) error {
 // hostVeth. It fails, claiming nothing, when one of them is in use on the
 // bridge under another network. release undoes what it claimed (for the
 // rollback of a failed ADD).
-func claimAddrs(hh *netlinkx.Handle, br netlinkx.Link, own nft.Owner, hostVeth netlinkx.Link, addrs []netip.Addr) (release func() error, err error) {
+func claimAddrs(hh *netlinkx.Handle, br netlinkx.Link, own ownerid.Owner, hostVeth netlinkx.Link, addrs []netip.Addr) (release func() error, err error) {
 	if len(addrs) == 0 {
 		return func() error { return nil }, nil
 	}
@@ -187,7 +188,7 @@ func claimLive(hh *netlinkx.Handle, br netlinkx.Link, c claim) bool {
 
 // releaseClaims removes own's claims on bridge, those still its own. No
 // directory, no owner file: nothing to do.
-func releaseClaims(bridge string, own nft.Owner) error {
+func releaseClaims(bridge string, own ownerid.Owner) error {
 	dir, unlock, err := lockClaims(bridge, false)
 	if err != nil || unlock == nil {
 		return err
@@ -196,7 +197,7 @@ func releaseClaims(bridge string, own nft.Owner) error {
 	return releaseLocked(dir, own, ownerFile(own))
 }
 
-func releaseLocked(dir string, own nft.Owner, file string) error {
+func releaseLocked(dir string, own ownerid.Owner, file string) error {
 	data, err := os.ReadFile(filepath.Join(dir, file))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -226,7 +227,7 @@ func releaseLocked(dir string, own nft.Owner, file string) error {
 
 // gcClaims releases the claims of network's attachments on bridge that
 // are not in valid.
-func gcClaims(bridge, network string, valid []nft.Owner) error {
+func gcClaims(bridge, network string, valid []ownerid.Owner) error {
 	dir, unlock, err := lockClaims(bridge, false)
 	if err != nil || unlock == nil {
 		return err
@@ -236,7 +237,7 @@ func gcClaims(bridge, network string, valid []nft.Owner) error {
 	for _, o := range valid {
 		keep[ownerFile(o)] = true
 	}
-	prefix := "owner." + nft.NetworkHash(network) + "."
+	prefix := "owner." + ownerid.NetworkHash(network) + "."
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -252,13 +253,13 @@ func gcClaims(bridge, network string, valid []nft.Owner) error {
 		data, _ := os.ReadFile(filepath.Join(dir, n))
 		var names []string
 		_ = json.Unmarshal(data, &names)
-		var own nft.Owner
+		var own ownerid.Owner
 		for _, name := range names {
 			if _, perr := netip.ParseAddr(name); perr != nil {
 				continue
 			}
-			if c, ok := readClaim(filepath.Join(dir, name)); ok && ownerFile(nft.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName}) == n {
-				own = nft.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName}
+			if c, ok := readClaim(filepath.Join(dir, name)); ok && ownerFile(ownerid.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName}) == n {
+				own = ownerid.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName}
 				break
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/internal/storetest"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestFailedAddLeavesNothing: whatever step fails, ADD takes back all it
@@ -48,7 +48,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 			e := th.Fail(plugintest.Cmd("ADD", ctr, "f", conf("1.0.0", tt.fields)))
 			matchMsg(t, e.Msg, tt.msg)
 			plugintest.WantLinks(t, hc, "lo")
-			if n := plugintest.NFTOwned(t, th.NS, nft.Owner{Network: "testnet", ContainerID: "f", IfName: "eth0"}); n != 0 {
+			if n := plugintest.NFTOwned(t, th.NS, ownerid.Owner{Network: "testnet", ContainerID: "f", IfName: "eth0"}); n != 0 {
 				t.Errorf("%d nftables objects left", n)
 			}
 			plugintest.WantLinks(t, th.H, "lo")

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // gcConf is a 1.1.0 config with a valid-attachments list (nil: no key).
@@ -33,8 +33,8 @@ func TestGC(t *testing.T) {
 	stale, _ := plugintest.NewCtr(t)
 	th.OKOrSkip(plugintest.Cmd("ADD", keep, "keep", conf("1.1.0", fields)))
 	th.OK(plugintest.Cmd("ADD", stale, "stale", conf("1.1.0", fields)))
-	ownKeep := nft.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}
-	ownStale := nft.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}
+	ownKeep := ownerid.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}
+	ownStale := ownerid.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}
 	if len(plugintest.Reservations(t, dir)) != 2 || plugintest.NFTOwned(t, th.NS, ownKeep) == 0 || plugintest.NFTOwned(t, th.NS, ownStale) == 0 {
 		t.Fatalf("after ADD: reservations %v, owned %d/%d", plugintest.Reservations(t, dir), plugintest.NFTOwned(t, th.NS, ownKeep), plugintest.NFTOwned(t, th.NS, ownStale))
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // withInternet wires an "internet" namespace to the host: host up0 has
@@ -42,7 +42,7 @@ func TestIPMasq(t *testing.T) {
 	cfgMasq := conf("1.0.0", `,"isDefaultGateway":true,"ipMasq":true,"ipMasqBackend":"nftables"`+plugintest.Static("", "10.80.0.2/24", "fd00:80::2/64"))
 	th.OKOrSkip(plugintest.Cmd("ADD", masqCtr, "masq", cfgMasq))
 	th.Add(plainCtr, "plain", conf("1.0.0", `,"isDefaultGateway":true`+plugintest.Static("", "10.80.0.3/24", "fd00:80::3/64")))
-	own := nft.Owner{Network: "testnet", ContainerID: "masq", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "masq", IfName: "eth0"}
 	if n := plugintest.NFTOwned(t, th.NS, own); n == 0 {
 		t.Error("no nftables state owned by the container after ADD")
 	}
@@ -83,7 +83,7 @@ func TestIPMasqDelWithoutNetns(t *testing.T) {
 	ctr, destroy := plugintest.DoomedCtr(t)
 	cfg := conf("1.0.0", `,"isGateway":true,"ipMasq":true`+plugintest.Static("", "10.81.0.2/24"))
 	th.OKOrSkip(plugintest.Cmd("ADD", ctr, "gone", cfg))
-	th.DelNetnsGone(ctr, destroy, nft.Owner{Network: "testnet", ContainerID: "gone", IfName: "eth0"}, cfg)
+	th.DelNetnsGone(ctr, destroy, ownerid.Owner{Network: "testnet", ContainerID: "gone", IfName: "eth0"}, cfg)
 }
 
 // TestMacSpoofChk proves the filter with packets: after the container
@@ -116,7 +116,7 @@ func TestMacSpoofChk(t *testing.T) {
 		t.Error("container without macspoofchk and a new MAC: no round trip")
 	}
 
-	own := nft.Owner{Network: "testnet", ContainerID: "guarded", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "guarded", IfName: "eth0"}
 	if plugintest.NFTOwned(t, th.NS, own) == 0 {
 		t.Error("no nftables state owned by the guarded container")
 	}

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // sharedConf is a network on bridge brs0 with masquerade and a default
@@ -103,11 +101,7 @@ func TestSharedBridgeOverlap(t *testing.T) {
 // owner file, or an owner file without a claim, fails the test.
 func claimOwners(t *testing.T, th *plugintest.Host, bridge string) []string {
 	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(th.NS.Path(), &st); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(claimsRoot, fmt.Sprintf("%x-%x", st.Dev, st.Ino), bridge)
+	dir := filepath.Join(privtest.BridgeClaimsDir(th.NS), bridge)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
@@ -130,7 +124,7 @@ func claimOwners(t *testing.T, th *plugintest.Host, bridge string) []string {
 			continue
 		}
 		ids = append(ids, c.ContainerID)
-		f := ownerFile(nft.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName})
+		f := ownerFile(ownerid.Owner{Network: c.Network, ContainerID: c.ContainerID, IfName: c.IfName})
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("claim %s without its owner file", n)
 		}
@@ -154,11 +148,7 @@ func TestSharedBridgeLeftoverOfTheSameNetwork(t *testing.T) {
 	t.Parallel()
 	plugintest.RequirePlugin(t, "host-local")
 	th := newHost(t)
-	var st unix.Stat_t
-	if err := unix.Stat(th.NS.Path(), &st); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(claimsRoot, fmt.Sprintf("%x-%x", st.Dev, st.Ino), "brs0")
+	dir := filepath.Join(privtest.BridgeClaimsDir(th.NS), "brs0")
 	plugintest.Must(t, os.MkdirAll(dir, 0o700))
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	plugintest.Must(t, os.WriteFile(filepath.Join(dir, "10.68.0.2"),
@@ -172,5 +162,21 @@ func TestSharedBridgeLeftoverOfTheSameNetwork(t *testing.T) {
 	b1, _ := plugintest.NewCtr(t)
 	if e := th.Fail(plugintest.Cmd("ADD", b1, "b1", sharedConf("copied", store, "10.68.0.0/24"))); e.Code != 7 {
 		t.Errorf("second network's ADD of the same address: code %d %q", e.Code, e.Msg)
+	}
+}
+
+// TestClaimsDirIsPrivtests: the directory the tests read claims from, and
+// remove with their namespace (privtest.BridgeClaimsDir), is the plugin's.
+func TestClaimsDirIsPrivtests(t *testing.T) {
+	ns := privtest.NewNS(t)
+	var got string
+	if err := ns.Do(func() (err error) {
+		got, err = claimsDir("br0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(privtest.BridgeClaimsDir(ns), "br0"); got != want {
+		t.Errorf("claimsDir in the test's namespace = %s, privtest says %s", got, want)
 	}
 }

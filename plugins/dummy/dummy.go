@@ -10,12 +10,11 @@ package dummy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
@@ -28,7 +27,7 @@ var Plugin = &cni.Plugin{
 	GC:     func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildGC(ctx, a, ipamOf) },
 	Status: func(ctx context.Context, a *cni.CmdArgs) error { return ifplugin.ChildStatus(ctx, a, ipamOf) },
 	Validate: func(stdin []byte) error {
-		conf, err := parseConf(stdin)
+		conf, err := loadConf(stdin)
 		if err != nil {
 			return err
 		}
@@ -39,31 +38,8 @@ var Plugin = &cni.Plugin{
 	},
 }
 
-// errNoIPAM is the reference's message for a config without ipam.type,
-// which ADD and CHECK refuse before doing anything.
-var errNoIPAM = errors.New("dummy interface requires an IPAM configuration")
-
-// parseConf decodes the config: dummy has only the standard keys, and
-// ignores dns (the result carries IPAM's).
-func parseConf(stdin []byte) (*cni.NetConf, error) {
-	return cni.DecodeNetConf(stdin, "failed to parse network config")
-}
-
-// ipamOf decodes the config for DEL, GC and STATUS, which
-// call IPAM unconditionally, as the reference (dummy cannot work without
-// IPAM). DEL releases the addresses, then deletes the dummy; a missing
-// link or namespace, or an empty CNI_NETNS, is success. dummy keeps no
-// state of its own.
-func ipamOf(stdin []byte) (string, bool, error) {
-	conf, err := parseConf(stdin)
-	if err != nil {
-		return "", false, err
-	}
-	return conf.IPAM.Type, true, nil
-}
-
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
-	conf, err := parseConf(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +82,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 // exists, is a dummy with the recorded MAC, is up, and carries its
 // addresses. Routes are not checked, as in the reference.
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	conf, err := parseConf(a.StdinData)
+	conf, err := loadConf(a.StdinData)
 	if err != nil {
 		return err
 	}
@@ -128,7 +104,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if !l.Up {
 		return fmt.Errorf("Interface %s is down", ck.Cont.Name)
 	}
-	return ipam.CheckAddresses(ck.HC, a.IfName, ck.Result.IPs)
+	return addrconf.CheckAddresses(ck.HC, a.IfName, ck.Result.IPs)
 }
 
 // checkMsgs are the reference dummy's wording.

@@ -26,7 +26,7 @@ func FuzzConfig(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConf(data)
+		c, err := loadConf(data)
 		typ, ok, ierr := ipamOf(data)
 		if err != nil {
 			if ierr == nil || ierr.Error() != err.Error() {
@@ -37,6 +37,6 @@ func FuzzConfig(f *testing.F) {
 		if ierr != nil || !ok || typ != c.IPAM.Type {
 			t.Fatalf("ADD delegates to %q, DEL to %q %v %v", c.IPAM.Type, typ, ok, ierr)
 		}
-		plugintest.Fixpoint(t, c, parseConf)
+		plugintest.Fixpoint(t, c, loadConf)
 	})
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
 )
 
@@ -191,6 +192,6 @@ func coexist(t *testing.T, s situation) {
 // IP hooks (br_netfilter loaded, net.bridge.bridge-nf-call-iptables on).
 func bridgeNetfilter(t *testing.T, ns *netns.NS) bool {
 	t.Helper()
-	v, err := netlinkx.Sysctl(ns, "net/bridge/bridge-nf-call-iptables")
+	v, err := sysctl.Get(ns, "net/bridge/bridge-nf-call-iptables")
 	return err == nil && strings.TrimSpace(v) == "1"
 }

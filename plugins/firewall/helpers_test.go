@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -89,8 +90,8 @@ type ctr struct {
 	listConf *cniruntime.NetworkConfigList
 }
 
-func (c *ctr) owner() nft.Owner {
-	return nft.Owner{Network: c.network, ContainerID: c.id, IfName: "eth0"}
+func (c *ctr) owner() ownerid.Owner {
+	return ownerid.Owner{Network: c.network, ContainerID: c.id, IfName: "eth0"}
 }
 
 // attach creates a container namespace and runs ADD of list for it.
@@ -200,7 +201,7 @@ func foreignRules(t *testing.T, ns *netns.NS) []string {
 }
 
 // foreignOwned counts owner's rules in ip and ip6 filter FORWARD.
-func foreignOwned(t *testing.T, ns *netns.NS, owner nft.Owner) int {
+func foreignOwned(t *testing.T, ns *netns.NS, owner ownerid.Owner) int {
 	t.Helper()
 	n := 0
 	for _, c := range foreignRules(t, ns) {
@@ -213,7 +214,7 @@ func foreignOwned(t *testing.T, ns *netns.NS, owner nft.Owner) int {
 
 // owned counts everything carrying owner's tag: elements of our tables
 // and rules in the iptables-nft FORWARD chains.
-func owned(t *testing.T, ns *netns.NS, owner nft.Owner) int {
+func owned(t *testing.T, ns *netns.NS, owner ownerid.Owner) int {
 	t.Helper()
 	return plugintest.NFTOwned(t, ns, owner) + foreignOwned(t, ns, owner)
 }

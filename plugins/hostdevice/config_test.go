@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
 // No privileges needed: the selectors resolved against a sysfs-like tree
@@ -99,18 +100,8 @@ func TestLoadConfSelectors(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := loadConf([]byte(tt.conf), root, tt.lenient)
-			if tt.err != "" {
-				if err == nil {
-					t.Fatalf("no error, want %q", tt.err)
-				}
-				want := strings.ReplaceAll(tt.err, "ROOT", root)
-				if e := cni.AsError(err); e.Code != tt.code || e.Msg != want {
-					t.Errorf("error %d %q\n want %d %q", e.Code, e.Msg, tt.code, want)
-				}
+			if plugintest.ConfError(t, err, tt.code, strings.ReplaceAll(tt.err, "ROOT", root)) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.PCIAddr != tt.pci || c.auxDevice != tt.aux || c.DPDKMode != tt.dpdk {
 				t.Errorf("pci %q aux %q dpdk %v", c.PCIAddr, c.auxDevice, c.DPDKMode)

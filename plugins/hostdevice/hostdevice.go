@@ -18,9 +18,9 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 )
 
@@ -98,7 +98,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	}
 	result.IPs, result.Routes = r.IPs, r.Routes
 	if !conf.DPDKMode {
-		if err := ipam.ConfigureInterface(add.HC, a.IfName, result); err != nil {
+		if err := addrconf.ConfigureInterface(add.HC, a.IfName, result); err != nil {
 			return nil, err
 		}
 	}

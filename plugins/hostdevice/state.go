@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftcni/nftcni/crashpoint"
+	"github.com/nftcni/nftcni/atomicfile"
 	"github.com/nftcni/nftcni/netlinkx"
 )
 
@@ -127,16 +127,11 @@ func writeState(path string, s savedDevice) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A fixed temporary name per state file: a crash between the write and
+	// the rename leaves at most one, which the next write reuses.
+	if err := atomicfile.Write(path, b, atomicfile.Options{Temp: filepath.Base(path) + ".tmp", Step: "hostdevice:state"}); err != nil {
 		return fmt.Errorf("writing device state: %w", err)
 	}
-	crashpoint.Hit("hostdevice:state:before") // temp file written
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing device state: %w", err)
-	}
-	crashpoint.Hit("hostdevice:state:after")
 	return nil
 }
 

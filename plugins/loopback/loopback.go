@@ -43,21 +43,6 @@ func withLo(path string, fn func(h *netlinkx.Handle) error) error {
 	return fn(h)
 }
 
-// loadConf decodes what ADD reads of its config: the standard keys and
-// the prevResult (nil when absent), which a chained loopback passes
-// through as its result.
-func loadConf(stdin []byte) (*cni.NetConf, *cni.Result, error) {
-	conf, err := cni.DecodeNetConf(stdin, "failed to parse network config")
-	if err != nil {
-		return nil, nil, err
-	}
-	prev, err := conf.PrevResult()
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to parse prevResult: %w", err)
-	}
-	return conf, prev, nil
-}
-
 func cmdAdd(_ context.Context, a *cni.CmdArgs) (*cni.Result, error) {
 	_, prev, err := loadConf(a.StdinData)
 	if err != nil {

@@ -9,10 +9,11 @@ import (
 
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestCheckWithoutMappings: CHECK without runtimeConfig.portMappings (what
@@ -39,7 +40,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 	// The recorded state drifts: a mapping now leads to another address
 	// (as if the attachment's address had changed), the hairpin element
 	// is gone, route_localnet was switched off.
-	own := nft.Owner{Network: "testnet", ContainerID: "chk", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "chk", IfName: "eth0"}
 	s := portmap.Spec{Owner: own,
 		Mappings: []portmap.Mapping{{HostPort: 8080, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.99:80")}},
 		Hairpin:  []netip.Prefix{netip.MustParsePrefix("10.88.0.2/24"), netip.MustParsePrefix("fd00:88::2/64")},
@@ -53,7 +54,7 @@ func TestCheckWithoutMappings(t *testing.T) {
 
 	w.portmapOK("ADD", ctr, "chk", conf) // repaired
 	w.portmapOK("CHECK", ctr, "chk", bare)
-	plugintest.Must(t, netlinkx.SetSysctl(w.host.NS, "net/ipv4/conf/cni0/route_localnet", "0"))
+	plugintest.Must(t, sysctl.Set(w.host.NS, "net/ipv4/conf/cni0/route_localnet", "0"))
 	fails("route_localnet off", bare, `route_localnet is off on cni0`)
 
 	// An attachment without mappings has nothing to check.

@@ -8,7 +8,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestForwardDrop: portmap without the firewall plugin (bridge and
@@ -58,7 +58,7 @@ func TestForwardDrop(t *testing.T) {
 			}
 
 			w.portmapOK("DEL", ctr, "ctr1", pmConf("testnet", "", prev, ""))
-			if n := plugintest.NFTOwned(t, host, nft.Owner{Network: "testnet", ContainerID: "ctr1", IfName: "eth0"}); n != 0 {
+			if n := plugintest.NFTOwned(t, host, ownerid.Owner{Network: "testnet", ContainerID: "ctr1", IfName: "eth0"}); n != 0 {
 				t.Errorf("%d objects left in our tables", n)
 			}
 			if n := hostfw.OursInOthers(t, host); n != 0 {

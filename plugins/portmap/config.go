@@ -67,11 +67,11 @@ type mapping struct {
 	proto         uint8
 }
 
-// parse validates stdin in the reference's order: JSON,
+// loadConf validates stdin in the reference's order: JSON,
 // prevResult, snat default, markMasqBit/externalSetMarkChain, backend and
 // its options, port numbers. Errors are returned bare; ADD and DEL wrap
 // them in "failed to parse config: ", CHECK does not.
-func parse(stdin []byte, version string) (*config, error) {
+func loadConf(stdin []byte, version string) (*config, error) {
 	var n NetConf
 	if err := json.Unmarshal(stdin, &n); err != nil {
 		return nil, fmt.Errorf("failed to parse network configuration: %w", err)

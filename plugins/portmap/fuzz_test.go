@@ -34,7 +34,7 @@ func FuzzConfig(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, version string) {
-		c, err := parse(data, version)
+		c, err := loadConf(data, version)
 		if err != nil {
 			return
 		}
@@ -61,7 +61,7 @@ func FuzzConfig(f *testing.F) {
 			containerAddrs(c.prev, "eth0")
 		}
 		plugintest.Fixpoint(t, c.NetConf, func(b []byte) (*NetConf, error) {
-			c2, err := parse(b, version)
+			c2, err := loadConf(b, version)
 			if err != nil {
 				return nil, err
 			}

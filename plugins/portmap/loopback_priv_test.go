@@ -18,6 +18,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // neighbour is a namespace on another link of the world's host that routes
@@ -41,7 +42,7 @@ func (w *world) neighbour() *netns.NS {
 	} {
 		plugintest.Must(t, hn.AddRoute(r))
 	}
-	plugintest.Must(t, netlinkx.SetSysctl(n, "net/ipv4/conf/eth0/route_localnet", "1"))
+	plugintest.Must(t, sysctl.Set(n, "net/ipv4/conf/eth0/route_localnet", "1"))
 	return n
 }
 
@@ -275,7 +276,7 @@ func TestRouteLocalnetGivenBack(t *testing.T) {
 		t.Fatalf("GC: %s %s", o.Stdout, o.Stderr)
 	}
 	want("after GC", "0")
-	plugintest.Must(t, netlinkx.SetSysctl(w.host.NS, key, "1"))
+	plugintest.Must(t, sysctl.Set(w.host.NS, key, "1"))
 	w.portmapOK("ADD", ctrA, "a", confA)
 	w.portmapOK("DEL", ctrA, "a", pmConf("testnet", "", prevA, ""))
 	want("after ADD and DEL on a bridge the administrator had set", "1")

@@ -8,7 +8,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // TestMasqAll proves masqAll with packets: a client outside the host
@@ -80,7 +80,7 @@ func TestMasqAll(t *testing.T) {
 	checkFails("plain state, config with masqAll", "plain", pmConf("testnet", `[{"hostPort":9090,"containerPort":80,"protocol":"tcp"}]`, prevPlain, masqAll), plainHairpin)
 	checkFails("plain state, config with masqAll, no mappings sent", "plain", pmConf("testnet", "", prevPlain, masqAll), plainHairpin)
 
-	own := nft.Owner{Network: "testnet", ContainerID: "masq-all", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "masq-all", IfName: "eth0"}
 	w.portmapOK("DEL", all, "masq-all", bare)
 	if n := plugintest.NFTOwned(t, w.host.NS, own); n != 0 {
 		t.Errorf("%d owned elements left after DEL", n)

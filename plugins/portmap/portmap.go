@@ -17,9 +17,9 @@ import (
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netlinkx/conntrack"
-	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/portmap"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
 )
@@ -31,13 +31,13 @@ var Plugin = &cni.Plugin{
 	Del:    cmdDel,
 	Check:  cmdCheck,
 	GC:     cmdGC,
-	Status: func(context.Context, *cni.CmdArgs) error { return nil },
+	Status: cni.AlwaysReady,
 	Validate: func(stdin []byte) error {
 		var v struct {
 			CNIVersion string `json:"cniVersion"`
 		}
-		_ = json.Unmarshal(stdin, &v) // a decoding error is parse's to report
-		if _, err := parse(stdin, v.CNIVersion); err != nil {
+		_ = json.Unmarshal(stdin, &v) // a decoding error is loadConf's to report
+		if _, err := loadConf(stdin, v.CNIVersion); err != nil {
 			return fmt.Errorf("failed to parse config: %w", err)
 		}
 		return nil
@@ -48,7 +48,7 @@ var Plugin = &cni.Plugin{
 // another attachment holds (a plugin-specific code, ≥ 100 per the spec).
 const CodeHostPortInUse uint = 100
 
-func owner(c *config, a *cni.CmdArgs) nft.Owner { return ownertag.Of(c.Name, a) }
+func owner(c *config, a *cni.CmdArgs) ownerid.Owner { return ownertag.Of(c.Name, a) }
 
 // spec turns the config into what the data plane wants for one attachment,
 // all but Spec.Localnet (localnetIfaces). forwarding says whether the
@@ -98,7 +98,7 @@ func containerPrefixes(c *config, a *cni.CmdArgs) []netip.Prefix {
 }
 
 func cmdAdd(ctx context.Context, a *cni.CmdArgs) (*cni.Result, error) {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse config: %w", err)
 	}
@@ -201,7 +201,7 @@ func localnetIfaces(addrs []netip.Addr) ([]string, error) {
 // otherwise keep forwarding the host port to the address after it is
 // released. A config that does not parse still fails, as in the reference.
 func cmdDel(ctx context.Context, a *cni.CmdArgs) error {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return fmt.Errorf("failed to parse config: %w", err)
 	}
@@ -265,7 +265,7 @@ func warn(a *cni.CmdArgs, r portmap.Removed) {
 // DNAT chain, its rules for each mapping and the jumps to it, or their
 // nftables rules (nft/reference).
 func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 // nftables rules name no network, and are left to DEL). Without the
 // valid-attachments list nothing is collected.
 func cmdGC(ctx context.Context, a *cni.CmdArgs) error {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return fmt.Errorf("failed to parse config: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -248,7 +248,7 @@ func TestForwarding(t *testing.T) {
 
 	// DEL without portMappings (the reference would do nothing) removes
 	// everything; twice is fine.
-	own := nft.Owner{Network: "testnet", ContainerID: "ctr1", IfName: "eth0"}
+	own := ownerid.Owner{Network: "testnet", ContainerID: "ctr1", IfName: "eth0"}
 	if n := plugintest.NFTOwned(t, w.host.NS, own); n == 0 {
 		t.Fatal("no owned nftables state after ADD")
 	}
@@ -284,7 +284,7 @@ func TestHostPortConflict(t *testing.T) {
 	if e.Code != CodeHostPortInUse || !strings.Contains(e.Msg, "8080/tcp") || !strings.Contains(e.Msg, `"holder-ctr"`) {
 		t.Errorf("conflict error %+v", e)
 	}
-	second := nft.Owner{Network: "testnet", ContainerID: "second-ctr", IfName: "eth0"}
+	second := ownerid.Owner{Network: "testnet", ContainerID: "second-ctr", IfName: "eth0"}
 	if n := plugintest.NFTOwned(t, w.host.NS, second); n != 0 {
 		t.Errorf("failed ADD left %d elements", n)
 	}
@@ -329,8 +329,8 @@ func TestGC(t *testing.T) {
 	ctrB, prevB := w.attach("othernet", "b")
 	w.portmapOK("ADD", ctrA, "a", pmConf("testnet", `[{"hostPort":7001,"containerPort":80,"protocol":"tcp"}]`, prevA, ""))
 	w.portmapOK("ADD", ctrB, "b", pmConf("othernet", `[{"hostPort":7002,"containerPort":80,"protocol":"tcp"}]`, prevB, ""))
-	ownA := nft.Owner{Network: "testnet", ContainerID: "a", IfName: "eth0"}
-	ownB := nft.Owner{Network: "othernet", ContainerID: "b", IfName: "eth0"}
+	ownA := ownerid.Owner{Network: "testnet", ContainerID: "a", IfName: "eth0"}
+	ownB := ownerid.Owner{Network: "othernet", ContainerID: "b", IfName: "eth0"}
 
 	gc := func(valid string) {
 		conf := `{"cniVersion":"1.1.0","name":"testnet","type":"portmap"` + valid + `}`
@@ -380,7 +380,7 @@ func TestConditions(t *testing.T) {
 		t.Error("a source outside conditionsV4 was forwarded")
 	}
 	w.portmapOK("DEL", ctr, "cond", pmConf("testnet", "", prev, ""))
-	if n := plugintest.NFTOwned(t, w.host.NS, nft.Owner{Network: "testnet", ContainerID: "cond", IfName: "eth0"}); n != 0 {
+	if n := plugintest.NFTOwned(t, w.host.NS, ownerid.Owner{Network: "testnet", ContainerID: "cond", IfName: "eth0"}); n != 0 {
 		t.Errorf("%d owned rules left after DEL", n)
 	}
 }

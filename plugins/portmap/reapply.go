@@ -24,7 +24,7 @@ import (
 // own 1 — is recorded as the prior one, and the last attachment's DEL
 // leaves it on, as the reference always does.
 func Reapply(_ context.Context, a *cni.CmdArgs) ([]nft.Plan, error) {
-	c, err := parse(a.StdinData, a.Version)
+	c, err := loadConf(a.StdinData, a.Version)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse config: %w", err)
 	}

@@ -11,7 +11,6 @@ package ptp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,14 +19,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/nft/reference"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
 	"github.com/nftcni/nftcni/plugins/internal/ownertag"
 	"github.com/nftcni/nftcni/plugins/internal/refattach"
 	"github.com/nftcni/nftcni/plugins/internal/vethplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the ptp plugin.
@@ -39,48 +39,6 @@ var Plugin = &cni.Plugin{
 	GC:       cmdGC,
 	Status:   cmdStatus,
 	Validate: validate,
-}
-
-// NetConf is the ptp configuration.
-type NetConf struct {
-	cni.NetConf
-	IPMasq bool `json:"ipMasq"`
-	// IPMasqBackend is nil when absent or null; "" is a value (and invalid).
-	IPMasqBackend *string `json:"ipMasqBackend"`
-	MTU           int     `json:"mtu"`
-}
-
-func loadConf(stdin []byte) (*NetConf, error) {
-	var c NetConf
-	if err := json.Unmarshal(stdin, &c); err != nil {
-		return nil, fmt.Errorf("failed to load netconf: %w", err)
-	}
-	return &c, nil
-}
-
-// check is every offline check ADD makes before it touches anything; the
-// Validate hook runs the same.
-func (c *NetConf) check(stdin []byte) error {
-	if c.IPMasq {
-		// The reference finds out only after the container is plumbed.
-		if err := vethplugin.CheckMasqBackend(c.IPMasqBackend); err != nil {
-			return err
-		}
-	}
-	if c.IPAM.Type == "" {
-		// The reference fails later with "no plugin name provided".
-		return cni.ConfigError("ipam.type", `ptp needs an IPAM plugin for the container's addresses: add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24"}]]}`)
-	}
-	return cni.ValidateIPAM(c.IPAM.Type, stdin)
-}
-
-// validate is the plugin's offline check (cni.Plugin.Validate).
-func validate(stdin []byte) error {
-	c, err := loadConf(stdin)
-	if err != nil {
-		return err
-	}
-	return c.check(stdin)
 }
 
 // hostBits is the host-route prefix length of a's family: 32 or 128.
@@ -160,7 +118,7 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 	if err := hh.SetUp(hostVeth); err != nil {
 		return nil, fmt.Errorf("failed to set %q up: %w", hostVeth, netlinkx.Cause(err))
 	}
-	_ = netlinkx.SetSysctl(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
+	_ = sysctl.Set(nil, "net/ipv6/conf/"+hostVeth+"/accept_ra", "0")
 	contLink, err := hc.LinkByName(a.IfName)
 	if err != nil {
 		return nil, fmt.Errorf("failed to look up %q: %w", a.IfName, netlinkx.Cause(err))
@@ -221,7 +179,7 @@ func enableForward(ips []*cni.IPConfig) error {
 // Two addresses sharing a gateway or a subnet get those routes once (the
 // reference fails with "file exists").
 func setupContainer(hc *netlinkx.Handle, ifName string, index int, r *cni.Result) error {
-	if err := ipam.ConfigureInterface(hc, ifName, r); err != nil {
+	if err := addrconf.ConfigureInterface(hc, ifName, r); err != nil {
 		return err
 	}
 	type key struct {
@@ -315,7 +273,7 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	defer hc.Close()
-	contEntry, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	contEntry, err := addrconf.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
 		return err
 	}
@@ -336,10 +294,10 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 	if contEntry.Mac != "" && contEntry.Mac != l.MAC.String() {
 		return fmt.Errorf("ptp: Interface %s Mac %s doesn't match container Mac: %s", contEntry.Name, contEntry.Mac, l.MAC)
 	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := addrconf.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return addrconf.CheckRoutes(hc, result.Routes)
 }
 
 // cmdDel releases the addresses, removes the veth pair (the host address

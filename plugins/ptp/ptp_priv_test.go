@@ -14,7 +14,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 const dualIPAM = `[{"dst":"0.0.0.0/0"},{"dst":"::/0"}]`
@@ -360,7 +360,7 @@ func TestIPMasq(t *testing.T) {
 		t.Errorf("not masqueraded: seen from %v, echoed %v", seen, echoed)
 	}
 
-	th.DelNetnsGone(ctr, destroy, nft.Owner{Network: "testnet", ContainerID: "masq", IfName: "eth0"}, cfg)
+	th.DelNetnsGone(ctr, destroy, ownerid.Owner{Network: "testnet", ContainerID: "masq", IfName: "eth0"}, cfg)
 }
 
 // TestGCAndStatus: GC goes to IPAM and collects stale masquerade state;
@@ -381,8 +381,8 @@ func TestGCAndStatus(t *testing.T) {
 	if got := plugintest.Reservations(t, dir); len(got) != 1 {
 		t.Errorf("reservations after GC %v", got)
 	}
-	if plugintest.NFTOwned(t, th.NS, nft.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}) != 0 ||
-		plugintest.NFTOwned(t, th.NS, nft.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}) == 0 {
+	if plugintest.NFTOwned(t, th.NS, ownerid.Owner{Network: "testnet", ContainerID: "stale", IfName: "eth0"}) != 0 ||
+		plugintest.NFTOwned(t, th.NS, ownerid.Owner{Network: "testnet", ContainerID: "keep", IfName: "eth0"}) == 0 {
 		t.Error("GC collected the wrong masquerade state")
 	}
 

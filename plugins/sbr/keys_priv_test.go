@@ -12,6 +12,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Tests of the keys the reference added in v1.10.0: `gateways` and
@@ -185,8 +186,8 @@ func newGWWorld(t *testing.T) *gwWorld {
 	privtest.Wire(t, g, "g1", p("192.0.2.1/24"), w.cli, "c0", p("192.0.2.2/24"))
 	plugintest.Must(t, hg.AddAddr("g1", p("2001:db8:c::1/64"), netlinkx.AddrOpts{NoDAD: true}))
 	plugintest.Must(t, hcli.AddAddr("c0", p("2001:db8:c::2/64"), netlinkx.AddrOpts{NoDAD: true}))
-	plugintest.Must(t, netlinkx.SetSysctl(g, "net/ipv4/ip_forward", "1"))
-	plugintest.Must(t, netlinkx.SetSysctl(g, "net/ipv6/conf/all/forwarding", "1"))
+	plugintest.Must(t, sysctl.Set(g, "net/ipv4/ip_forward", "1"))
+	plugintest.Must(t, sysctl.Set(g, "net/ipv6/conf/all/forwarding", "1"))
 	c0 := plugintest.MustLink(t, hcli, "c0").Index
 	plugintest.Must(t, hcli.AddRoute(netlinkx.Route{Dst: p("0.0.0.0/0"), Gw: a("192.0.2.1"), LinkIndex: c0}))
 	plugintest.Must(t, hcli.AddRoute(netlinkx.Route{Dst: p("::/0"), Gw: a("2001:db8:c::1"), LinkIndex: c0}))

@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -52,7 +53,7 @@ func newWorld(t *testing.T) *world {
 	privtest.Wire(t, w.ctr, "eth1", p("10.2.0.5/24"), w.b, "b0", p("10.2.0.1/24"))
 	plugintest.Must(t, hc.AddAddr("eth1", p("fd00:2::5/64"), netlinkx.AddrOpts{NoDAD: true}))
 	privtest.Wire(t, w.b, "b1", p("192.0.2.1/24"), w.cli, "c0", p("192.0.2.2/24"))
-	plugintest.Must(t, netlinkx.SetSysctl(w.b, "net/ipv4/ip_forward", "1"))
+	plugintest.Must(t, sysctl.Set(w.b, "net/ipv4/ip_forward", "1"))
 	plugintest.Must(t, hc.AddRoute(netlinkx.Route{Dst: p("0.0.0.0/0"), Gw: netip.MustParseAddr("10.1.0.1"), LinkIndex: w.link(t, "eth0")}))
 	hcli, err := netlinkx.Open(w.cli)
 	plugintest.Must(t, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/internal/plugintest"
 )
 
 // No privileges needed: the config and CNI_ARGS checks tap makes before
@@ -39,17 +40,8 @@ func TestLoadConf(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := loadConf([]byte(tt.conf), tt.args)
-			if tt.err != "" {
-				if err == nil {
-					t.Fatalf("no error, want %q", tt.err)
-				}
-				if e := cni.AsError(err); e.Code != tt.code || e.Msg != tt.err {
-					t.Errorf("error %d %q\n want %d %q", e.Code, e.Msg, tt.code, tt.err)
-				}
+			if plugintest.ConfError(t, err, tt.code, tt.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := c.mac.String(); got != tt.mac {
 				t.Errorf("mac %q, want %q", got, tt.mac)

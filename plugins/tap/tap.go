@@ -16,9 +16,10 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
 	"github.com/nftcni/nftcni/plugins/internal/ifplugin"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Plugin is the tap plugin.
@@ -106,12 +107,12 @@ func cmdAdd(ctx context.Context, a *cni.CmdArgs) (_ *cni.Result, err error) {
 			ip.Interface = cni.Int(0)
 		}
 		result.IPs, result.Routes = r.IPs, r.Routes
-		_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
+		_ = sysctl.Set(add.CtrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 		// A tap has no carrier until its consumer attaches, so duplicate
 		// address detection cannot run: the reference waits 5 s for it
 		// and leaves the addresses tentative. Off, they are usable now.
-		_ = netlinkx.SetSysctl(add.CtrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
-		if err := ipam.ConfigureInterface(hc, a.IfName, result); err != nil {
+		_ = sysctl.Set(add.CtrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
+		if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 			return nil, err
 		}
 	}
@@ -156,16 +157,16 @@ func cmdCheck(ctx context.Context, a *cni.CmdArgs) error {
 		return err
 	}
 	defer hc.Close()
-	if _, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
+	if _, err := addrconf.ContainerInterface(result.Interfaces, a.IfName, a.Netns); err != nil {
 		return err
 	}
 	if _, err := hc.TunInfo(a.IfName); err != nil {
 		return fmt.Errorf("tap: container interface %s: %w", a.IfName, netlinkx.Cause(err))
 	}
-	if err := ipam.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
+	if err := addrconf.CheckAddresses(hc, a.IfName, result.IPs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(hc, result.Routes)
+	return addrconf.CheckRoutes(hc, result.Routes)
 }
 
 // cmdGC forwards GC to IPAM, when there is one; the tap plugin holds no

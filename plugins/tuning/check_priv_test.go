@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // TestCheck: CHECK passes right after ADD and fails, naming the value,
@@ -18,7 +18,7 @@ func TestCheck(t *testing.T) {
 	check := e.call("CHECK", "c1", conf)
 	e.th.OK(check)
 
-	sysctl := func(k, v string) func() error { return func() error { return netlinkx.SetSysctl(e.ctr, k, v) } }
+	sysctl := func(k, v string) func() error { return func() error { return sysctl.Set(e.ctr, k, v) } }
 	for _, tt := range []struct {
 		name         string
 		tamper, undo func() error

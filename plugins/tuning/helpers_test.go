@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -121,7 +122,7 @@ func (e *env) state() state {
 	e.t.Helper()
 	s := state{Sysctls: map[string]string{}}
 	for _, k := range testSysctls {
-		v, err := netlinkx.Sysctl(e.ctr, k)
+		v, err := sysctl.Get(e.ctr, k)
 		plugintest.Must(e.t, err)
 		s.Sysctls[k] = v
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // The VRF tests need a kernel with the vrf driver; on the CI host it is
@@ -123,7 +124,7 @@ func TestIsolation(t *testing.T) {
 		echoServer(t, lan, "198.51.100.7:7", n.name)
 		echoServer(t, lan, "10.1.0.1:7", n.name)
 		// Addresses go when the interface is cycled unless kept.
-		plugintest.Must(t, netlinkx.SetSysctl(ctr, "net/ipv6/conf/"+n.ifName+"/keep_addr_on_down", "0"))
+		plugintest.Must(t, sysctl.Set(ctr, "net/ipv6/conf/"+n.ifName+"/keep_addr_on_down", "0"))
 		plugintest.Must(t, hc.AddAddr(n.ifName, p("fd00:1::5/64"), netlinkx.AddrOpts{NoDAD: true}))
 		idx := plugintest.MustLink(t, hc, n.ifName).Index
 		plugintest.Must(t, hc.AddRoute(netlinkx.Route{Dst: p("198.51.100.0/24"), Gw: netip.MustParseAddr("10.1.0.1"), LinkIndex: idx}))

@@ -30,7 +30,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/vmtest"
 )
 
@@ -702,7 +702,7 @@ func (w *world) check(what string) {
 			found = append(found, "container link "+n)
 		}
 	}
-	tagged, err := plugintest.NFTTagged(w.host, func(c string) bool { return nft.Stale(c, network, nil) })
+	tagged, err := plugintest.NFTTagged(w.host, func(c string) bool { return ownerid.Stale(c, network, nil) })
 	plugintest.Must(t, err)
 	for _, c := range tagged {
 		found = append(found, "nftables object tagged "+c)

@@ -21,7 +21,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/vmtest"
 )
 
@@ -111,8 +111,8 @@ func (a *attachment) rtConf() *cniruntime.RuntimeConf {
 	}}
 }
 
-func (a *attachment) nftOwner() nft.Owner {
-	return nft.Owner{Network: a.net.name, ContainerID: a.id, IfName: "eth0"}
+func (a *attachment) nftOwner() ownerid.Owner {
+	return ownerid.Owner{Network: a.net.name, ContainerID: a.id, IfName: "eth0"}
 }
 
 // run is the shared state of one stress run. The invariants are checked

@@ -23,7 +23,7 @@ import (
 	"github.com/nftcni/nftcni/internal/storetest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -89,8 +89,8 @@ func (c *ctr) capArgs() string {
 	return fmt.Sprintf(`CAP_ARGS={"portMappings":[{"hostPort":%d,"containerPort":80,"protocol":"tcp"}]}`, c.port)
 }
 
-func (c *ctr) owner() nft.Owner {
-	return nft.Owner{Network: network, ContainerID: c.id, IfName: "eth0"}
+func (c *ctr) owner() ownerid.Owner {
+	return ownerid.Owner{Network: network, ContainerID: c.id, IfName: "eth0"}
 }
 
 // inHost runs fn on a thread switched into the node's host namespace, so

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/dhcptest"
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // The DHCPv6 tests. dnsmasq's DHCPv6 T1 is about a minute (half its
@@ -135,9 +135,9 @@ func TestIPv6Only(t *testing.T) {
 	ctr1, mac1 := h.ctr()
 	ctr2, _ := h.ctr()
 	const disabled = "net/ipv6/conf/eth0/disable_ipv6"
-	plugintest.Must(t, netlinkx.SetSysctl(ctr1, disabled, "1"))
+	plugintest.Must(t, sysctl.Set(ctr1, disabled, "1"))
 	out1 := h.ok(call("ADD", ctr1, "c1", conf))
-	if v, err := netlinkx.Sysctl(ctr1, disabled); err != nil || v != "0" {
+	if v, err := sysctl.Get(ctr1, disabled); err != nil || v != "0" {
 		t.Errorf("%s is %q (%v) after ADD", disabled, v, err)
 	}
 	r1 := addResults(t, out1, 1)

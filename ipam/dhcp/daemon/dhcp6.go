@@ -20,6 +20,7 @@ import (
 	"github.com/nftcni/nftcni/ipam/dhcp"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // DHCPv6 (RFC 8415) for the ipv6 family: stateful addresses (IA_NA) only,
@@ -297,7 +298,7 @@ func (c dhcp6) open(o owner, how open6) (*nclient6.Client, net.HardwareAddr, err
 // DHCPv6 needs it earlier, to have a link-local address to speak from.
 func enableIPv6(ns *netns.NS, ifname string) error {
 	name := "net/ipv6/conf/" + ifname + "/disable_ipv6"
-	v, err := netlinkx.Sysctl(ns, name)
+	v, err := sysctl.Get(ns, name)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("no IPv6 on %q: %w", ifname, err)
@@ -307,7 +308,7 @@ func enableIPv6(ns *netns.NS, ifname string) error {
 	if v != "1" {
 		return nil
 	}
-	if err := netlinkx.SetSysctl(ns, name, "0"); err != nil {
+	if err := sysctl.Set(ns, name, "0"); err != nil {
 		return fmt.Errorf("enabling IPv6 on %q: %w", ifname, err)
 	}
 	return nil
@@ -335,7 +336,7 @@ func linkLocal(h *netlinkx.Handle, ns *netns.NS, ifname string, wait time.Durati
 			}
 		}
 		if !time.Now().Before(deadline) {
-			if v, _ := netlinkx.Sysctl(ns, "net/ipv6/conf/"+ifname+"/disable_ipv6"); v == "1" {
+			if v, _ := sysctl.Get(ns, "net/ipv6/conf/"+ifname+"/disable_ipv6"); v == "1" {
 				return netip.Addr{}, fmt.Errorf("IPv6 is disabled on %q (net.ipv6.conf.%s.disable_ipv6 = 1)", ifname, ifname)
 			}
 			return netip.Addr{}, fmt.Errorf("%q has no usable IPv6 link-local address after %v", ifname, wait)

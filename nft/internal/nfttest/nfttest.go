@@ -27,8 +27,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/internal/golden"
+	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/fakedial"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Elem is a set element of the fake ruleset.
@@ -528,13 +530,15 @@ func typeName(t netlink.HeaderType) string {
 	return fmt.Sprintf("type(%#x)", uint16(t))
 }
 
-// Use makes every nft.Open dial f for the rest of the test (see
-// fakedial). Tests that use it must not run in parallel.
-func Use(t testing.TB, f *Fake) {
+// NS is a namespace handle for the rest of the test whose nft.Open dials f
+// (see fakedial): pass it where a component takes its namespace. It is no
+// namespace (it has no file; anything but nft.Open fails on it), only the
+// key of f, so tests each with a fake of their own run in parallel.
+func (f *Fake) NS(t testing.TB) *netns.NS {
 	t.Helper()
-	old := fakedial.Dial
-	fakedial.Dial = func() *netlink.Conn { return nltest.Dial(f.serve) }
-	t.Cleanup(func() { fakedial.Dial = old })
+	ns := new(netns.NS)
+	t.Cleanup(fakedial.Set(ns, func() *netlink.Conn { return nltest.Dial(f.serve) }))
+	return ns
 }
 
 // Cat concatenates lists of golden-file notes.
@@ -566,20 +570,20 @@ func (f *Fake) Only(t testing.TB) []netlink.Message {
 // attachments of network mynet. Third is one more, typically one without
 // state yet (a first ADD).
 var (
-	Sample = nft.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
-	Other  = nft.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
-	Third  = nft.Owner{Network: "mynet", ContainerID: "facade", IfName: "eth0"}
+	Sample = ownerid.Owner{Network: "mynet", ContainerID: "c0ffee", IfName: "eth0"}
+	Other  = ownerid.Owner{Network: "mynet", ContainerID: "decade", IfName: "eth0"}
+	Third  = ownerid.Owner{Network: "mynet", ContainerID: "facade", IfName: "eth0"}
 )
 
 // Marker is o's element in an owners set (nft.OwnersSet), for States.
-func Marker(o nft.Owner) Elem {
-	m := o.Marker()
+func Marker(o ownerid.Owner) Elem {
+	m := nft.Marker(o)
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
-// MarkerWith is o's marker carrying record (nft.Owner.MarkerWith).
-func MarkerWith(o nft.Owner, record string) Elem {
-	m := o.MarkerWith(record)
+// MarkerWith is o's marker carrying record (nft.MarkerWith).
+func MarkerWith(o ownerid.Owner, record string) Elem {
+	m := nft.MarkerWith(o, record)
 	return Elem{Key: m.Key, Comment: m.Comment}
 }
 
@@ -592,16 +596,16 @@ func OwnersSetNote(table string) string {
 // CreateMarkerNote and DelMarkerNote are the nft commands adding (with
 // NLM_F_EXCL, as Setup does: `create`) and deleting o's marker in the
 // owners set of table ("<family> <name>").
-func CreateMarkerNote(table string, o nft.Owner) string {
+func CreateMarkerNote(table string, o ownerid.Owner) string {
 	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.Tag() + `" }`
 }
 
 // CreateMarkerWithNote is CreateMarkerNote for a marker carrying record.
-func CreateMarkerWithNote(table string, o nft.Owner, record string) string {
-	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + o.MarkerWith(record).Comment + `" }`
+func CreateMarkerWithNote(table string, o ownerid.Owner, record string) string {
+	return `nft create element ` + table + ` owners { "` + o.AttachmentHash() + `" comment "` + nft.MarkerWith(o, record).Comment + `" }`
 }
 
-func DelMarkerNote(table string, o nft.Owner) string {
+func DelMarkerNote(table string, o ownerid.Owner) string {
 	return `nft delete element ` + table + ` owners { "` + o.AttachmentHash() + `" }`
 }
 
@@ -632,13 +636,13 @@ func (f *Fake) Dumps() []string {
 	return out
 }
 
-// Run points nft.Open at a fake starting from st, runs op, which must
-// succeed, and returns the fake with what op sent.
-func Run(t testing.TB, st State, op func() error) *Fake {
+// Run makes a fake starting from st, runs op, which must succeed, with a
+// namespace handle whose nft.Open dials the fake (Fake.NS), and returns
+// the fake with what op sent.
+func Run(t testing.TB, st State, op func(ns *netns.NS) error) *Fake {
 	t.Helper()
 	f := &Fake{State: st}
-	Use(t, f)
-	if err := op(); err != nil {
+	if err := op(f.NS(t)); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -648,16 +652,16 @@ func Run(t testing.TB, st State, op func() error) *Fake {
 // without the component's table and against existing, and fails the test
 // if any batch is sent: removing what is not there writes nothing (and
 // creates no table).
-func SendsNothing(t testing.TB, existing State, ops ...func() error) {
+func SendsNothing(t testing.TB, existing State, ops ...func(ns *netns.NS) error) {
 	t.Helper()
 	for name, st := range map[string]State{
 		"no table":    {Gen: 3},
 		"not present": existing,
 	} {
 		f := &Fake{State: st}
-		Use(t, f)
+		ns := f.NS(t)
 		for _, op := range ops {
-			if err := op(); err != nil {
+			if err := op(ns); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}

@@ -6,8 +6,9 @@ import (
 	"fmt"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/ipam"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/plugins/internal/addrconf"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // The skeleton the single-interface plugins (macvlan, ipvlan, vlan, dummy)
@@ -107,10 +108,10 @@ func (ad *Add) ConfigureChild(result *cni.Result, link netlinkx.Link, ifName, sa
 	}
 	result.Interfaces = []*cni.Interface{{Name: ifName, Mac: link.MAC.String(), Sandbox: sandbox}}
 	if announce {
-		_ = netlinkx.SetSysctl(ad.CtrNS, "net/ipv4/conf/"+ifName+"/arp_notify", "1")
-		_ = netlinkx.SetSysctl(ad.CtrNS, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1")
+		_ = sysctl.Set(ad.CtrNS, "net/ipv4/conf/"+ifName+"/arp_notify", "1")
+		_ = sysctl.Set(ad.CtrNS, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1")
 	}
-	return ipam.ConfigureInterface(ad.HC, ifName, result)
+	return addrconf.ConfigureInterface(ad.HC, ifName, result)
 }
 
 // ChildCheck is a single-interface plugin's CHECK in progress: netlink in
@@ -131,7 +132,7 @@ func BeginChildCheck(ctx context.Context, a *cni.CmdArgs, c *cni.NetConf, withIP
 	if err != nil {
 		return nil, err
 	}
-	cont, err := ipam.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
+	cont, err := addrconf.ContainerInterface(result.Interfaces, a.IfName, a.Netns)
 	if err != nil {
 		hc.Close()
 		if sandboxErr != nil {
@@ -184,10 +185,10 @@ func (ck *ChildCheck) MAC(l netlinkx.Link, m LinkMsgs) error {
 // AddrsAndRoutes checks the container interface ifName carries
 // prevResult's addresses, and its routes are in place.
 func (ck *ChildCheck) AddrsAndRoutes(ifName string) error {
-	if err := ipam.CheckAddresses(ck.HC, ifName, ck.Result.IPs); err != nil {
+	if err := addrconf.CheckAddresses(ck.HC, ifName, ck.Result.IPs); err != nil {
 		return err
 	}
-	return ipam.CheckRoutes(ck.HC, ck.Result.Routes)
+	return addrconf.CheckRoutes(ck.HC, ck.Result.Routes)
 }
 
 // DefaultMaster is the lower device when none is configured: the device of

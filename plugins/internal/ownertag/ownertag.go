@@ -1,4 +1,4 @@
-// Package ownertag is the CNI side of nft.Owner: which attachment — one
+// Package ownertag is the CNI side of ownerid.Owner: which attachment — one
 // (network, container ID, interface) — a plugin's host state belongs to.
 // The nftables components (nft/masq, nft/macspoof, nft/portmap,
 // nft/firewall) tag every element and rule with it, firewalld's record
@@ -8,21 +8,21 @@ package ownertag
 
 import (
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/ownerid"
 )
 
 // Of is the owner of attachment a in network: what ADD tags and DEL
 // removes.
-func Of(network string, a *cni.CmdArgs) nft.Owner {
-	return nft.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
+func Of(network string, a *cni.CmdArgs) ownerid.Owner {
+	return ownerid.Owner{Network: network, ContainerID: a.ContainerID, IfName: a.IfName}
 }
 
 // Valid are the owners of a GC's valid attachments in network: what the
 // collectors must keep.
-func Valid(network string, atts []cni.Attachment) []nft.Owner {
-	valid := make([]nft.Owner, 0, len(atts))
+func Valid(network string, atts []cni.Attachment) []ownerid.Owner {
+	valid := make([]ownerid.Owner, 0, len(atts))
 	for _, at := range atts {
-		valid = append(valid, nft.Owner{Network: network, ContainerID: at.ContainerID, IfName: at.IfName})
+		valid = append(valid, ownerid.Owner{Network: network, ContainerID: at.ContainerID, IfName: at.IfName})
 	}
 	return valid
 }

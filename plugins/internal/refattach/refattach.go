@@ -7,8 +7,13 @@
 package refattach
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/nft/reference"
@@ -82,4 +87,54 @@ func Check(err error, at reference.Attachment) error {
 		return err
 	}
 	return rep.Err(at.Parts)
+}
+
+// iptablesProgram is where the reference finds iptables: PATH, and the
+// usual directories when PATH lacks them (a package manager's scripts).
+func iptablesProgram() (string, bool) {
+	if p, err := exec.LookPath("iptables"); err == nil {
+		return p, true
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p := filepath.Join(dir, "iptables")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// NFTBackend says whether the reference would use its nftables backend
+// for a plugin whose backend key (ipMasqBackend, portmap's backend) is
+// configured as b (nil: not configured): "nftables" does; without a
+// choice the reference uses iptables unless there is no iptables program.
+// An iptables backend that cannot be handed back to is an error
+// (Iptables).
+func NFTBackend(key string, b *string) (bool, error) {
+	if b != nil && *b == "nftables" {
+		return true, nil
+	}
+	if _, ok := iptablesProgram(); !ok && b == nil {
+		return true, nil
+	}
+	if err := Iptables(); err != nil {
+		return false, fmt.Errorf("%s: %w", key, err)
+	}
+	return false, nil
+}
+
+// Iptables says why the reference's iptables backends cannot be handed an
+// attachment, nil when they can: without an iptables program the
+// reference's DEL could not remove its rules, and an iptables that is
+// iptables-legacy (found by where its program leads, without running it)
+// would not even see them — nftcni writes them as iptables-nft does.
+func Iptables() error {
+	p, ok := iptablesProgram()
+	if !ok {
+		return errors.New("the reference plugins' iptables backend needs an iptables program, and there is none")
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil && strings.Contains(filepath.Base(real), "legacy") {
+		return fmt.Errorf("%s leads to %s: the reference plugins would use iptables-legacy, whose rules nftcni cannot write (only iptables-nft's)", p, real)
+	}
+	return nil
 }

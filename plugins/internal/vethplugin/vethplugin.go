@@ -16,7 +16,9 @@ import (
 	"net/netip"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
+
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/masq"
 	"github.com/nftcni/nftcni/plugins/internal/rollback"
@@ -48,7 +50,7 @@ func DNSSet(d cni.DNSConf) bool {
 // grace period when its socket is closed (nf_tables flushes its destroy
 // work on release): several milliseconds that overlap with the rest of ADD
 // instead of adding to it. r.End joins it; its failure fails the ADD.
-func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
+func StartMasq(r *rollback.Rollback, own ownerid.Owner, ips []*cni.IPConfig) {
 	addrs := masqAddrs(ips)
 	r.Push("masquerade", func() error { return masq.Teardown(nil, own) })
 	r.Start(func() error { return masq.Setup(nil, own, addrs) })
@@ -56,7 +58,7 @@ func StartMasq(r *rollback.Rollback, own nft.Owner, ips []*cni.IPConfig) {
 
 // MasqPlan is StartMasq's masquerade as a plan for a transaction of the
 // caller's (masq.Plan): what a reload re-creates from the cached result.
-func MasqPlan(own nft.Owner, ips []*cni.IPConfig) (nft.Plan, error) {
+func MasqPlan(own ownerid.Owner, ips []*cni.IPConfig) (nft.Plan, error) {
 	return masq.Plan(own, masqAddrs(ips))
 }
 
@@ -87,8 +89,8 @@ func CachedResult(c *cni.NetConf) (*cni.Result, error) {
 // EnableForward writes 1 to a forwarding sysctl of the process's namespace
 // unless it already is 1.
 func EnableForward(key string) error {
-	if v, err := netlinkx.Sysctl(nil, key); err == nil && v == "1" {
+	if v, err := sysctl.Get(nil, key); err == nil && v == "1" {
 		return nil
 	}
-	return netlinkx.SetSysctl(nil, key, "1")
+	return sysctl.Set(nil, key, "1")
 }

@@ -1,4 +1,14 @@
-package netlinkx
+// Package sysctl reads and writes the kernel's sysctls (/proc/sys) inside a
+// network namespace: the net.* ones are per namespace, and the kernel
+// resolves /proc/sys/net by the namespace of the thread that opens the
+// file, so each access runs on a thread inside the namespace (netns.NS.Do).
+//
+// It is its own package, beside netns at the bottom of the layers, because
+// its users are on every layer: the address configuration of the interface
+// plugins (IPv6 on, addresses kept on down), bridge and ptp (forwarding,
+// proxy ARP), portmap's route_localnet (nft/portmap), the dhcp daemon.
+// None of them should need the rtnetlink layer for a file write.
+package sysctl
 
 import (
 	"fmt"
@@ -9,13 +19,13 @@ import (
 	"github.com/nftcni/nftcni/netns"
 )
 
-// sysctlPath turns a sysctl name into its file under /proc/sys. Names are
+// path turns a sysctl name into its file under /proc/sys. Names are
 // slash form (net/ipv6/conf/eth0/accept_ra), so interface names containing
 // dots are safe. A name with a dot before its first slash is dotted form
 // (net.ipv4.ip_forward): dots and slashes are swapped, as sysctl(8) and the
 // reference do (net.ipv4.conf.eth0/100.rp_filter is eth0.100's). Names that
 // could leave /proc/sys are refused.
-func sysctlPath(orig string) (string, error) {
+func path(orig string) (string, error) {
 	name := orig
 	dot := strings.IndexByte(name, '.')
 	slash := strings.IndexByte(name, '/')
@@ -41,8 +51,7 @@ func sysctlPath(orig string) (string, error) {
 	return "/proc/sys/" + name, nil
 }
 
-// inNS runs fn inside ns, or directly when ns is nil. The kernel resolves
-// /proc/sys/net by the namespace of the thread that opens the file.
+// inNS runs fn inside ns, or directly when ns is nil.
 func inNS(ns *netns.NS, fn func() error) error {
 	if ns == nil {
 		return fn()
@@ -50,12 +59,12 @@ func inNS(ns *netns.NS, fn func() error) error {
 	return ns.Do(fn)
 }
 
-// Sysctl reads a sysctl inside ns (nil: the calling thread's namespace) and
+// Get reads a sysctl inside ns (nil: the calling thread's namespace) and
 // returns its value without surrounding whitespace. File errors are
 // returned as os reports them (`open /proc/sys/...: no such file or
 // directory`), which is the text the reference shows.
-func Sysctl(ns *netns.NS, name string) (string, error) {
-	path, err := sysctlPath(name)
+func Get(ns *netns.NS, name string) (string, error) {
+	path, err := path(name)
 	if err != nil {
 		return "", err
 	}
@@ -71,11 +80,11 @@ func Sysctl(ns *netns.NS, name string) (string, error) {
 	return val, nil
 }
 
-// SetSysctl writes value (no newline added) to a sysctl inside ns (nil: the
+// Set writes value (no newline added) to a sysctl inside ns (nil: the
 // calling thread's namespace). The file is opened for writing only, never
 // created, so a missing sysctl fails with ENOENT.
-func SetSysctl(ns *netns.NS, name, value string) error {
-	path, err := sysctlPath(name)
+func Set(ns *netns.NS, name, value string) error {
+	path, err := path(name)
 	if err != nil {
 		return err
 	}

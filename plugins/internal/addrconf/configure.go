@@ -1,8 +1,10 @@
-// Package ipam holds what interface plugins share about addressing: applying
-// an IPAM result to a container interface (ConfigureInterface) and checking
-// it is still in place (the CHECK helpers in check.go). The IPAM plugins
-// themselves live in the sub-packages (hostlocal, static).
-package ipam
+// Package addrconf is the address configuration every interface plugin
+// shares: applying an IPAM result to a container interface
+// (ConfigureInterface) and checking at CHECK that it is still in place
+// (check.go). It is the plugins' side of IPAM, whichever IPAM plugin
+// produced the result (ours under ipam/, the reference's, a third party's),
+// so it lives with the plugins, not with the IPAM plugins.
+package addrconf
 
 import (
 	"errors"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // DADTimeout bounds the wait for IPv6 duplicate address detection, as the
@@ -129,15 +132,15 @@ func checkRouteMetrics(routes []*cni.Route) error {
 func enableIPv6(h *netlinkx.Handle, ifName string) error {
 	for _, name := range []string{"lo", ifName} {
 		key := "net/ipv6/conf/" + name + "/disable_ipv6"
-		old, err := netlinkx.Sysctl(h.NS(), key)
+		old, err := sysctl.Get(h.NS(), key)
 		if err != nil || old == "0" {
 			continue // unreadable (no IPv6 at all) is only worth a skip, as in the reference
 		}
-		if err := netlinkx.SetSysctl(h.NS(), key, "0"); err != nil {
+		if err := sysctl.Set(h.NS(), key, "0"); err != nil {
 			return fmt.Errorf("failed to enable IPv6 for interface %q (%s=%s): %w", name, key, old, err)
 		}
 	}
-	if err := netlinkx.SetSysctl(h.NS(), "net/ipv6/conf/"+ifName+"/keep_addr_on_down", "1"); err != nil {
+	if err := sysctl.Set(h.NS(), "net/ipv6/conf/"+ifName+"/keep_addr_on_down", "1"); err != nil {
 		return fmt.Errorf("failed to enable keep_addr_on_down for interface %q: %w", ifName, err)
 	}
 	return nil

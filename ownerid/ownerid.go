@@ -1,4 +1,15 @@
-package nft
+// Package ownerid is the identity of what nftcni puts on a host: an Owner
+// is one attachment (network, container, interface), and its tag, written
+// into every nftables element and rule, firewalld record and IFB alias
+// that attachment owns, is how DEL finds exactly its own objects and GC
+// the objects of attachments that are gone.
+//
+// It sits at the bottom of the layers, beside netns and nlerr: nft and its
+// components write and match the tags, firewalld's record and the
+// bandwidth plugin only name owners, and none of them needs the others
+// for that. The CNI side, which attachment of a call an owner is, is
+// plugins/internal/ownertag.
+package ownerid
 
 import (
 	"crypto/sha512"

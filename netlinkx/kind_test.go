@@ -10,6 +10,8 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/nlerr"
 )
 
 // nla encodes one netlink attribute, padded to 4 bytes.
@@ -123,8 +125,9 @@ func TestFailCreate(t *testing.T) {
 		{&netlink.OpError{Op: "receive", Err: unix.EEXIST}, `adding vlan "x": file exists`, false, false},
 	} {
 		err := failCreate(`adding vlan "x"`, "vlan", tt.err)
-		var ke *KindUnsupportedError
-		if err.Error() != tt.want || errors.As(err, &ke) != tt.kindMissing || errors.Is(err, unix.EOPNOTSUPP) != tt.wantEOPNOTSU {
+		var ke *nlerr.UnsupportedError
+		if err.Error() != tt.want || errors.As(err, &ke) != tt.kindMissing || errors.Is(err, unix.EOPNOTSUPP) != tt.wantEOPNOTSU ||
+			tt.kindMissing && !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%v: %q (kind missing %v)", tt.err, err, ke != nil)
 		}
 	}

@@ -1,4 +1,4 @@
-package ipam
+package addrconf
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // pair makes a host and a container namespace joined by a veth: "host0" on
@@ -113,7 +114,7 @@ func TestConfigureInterface(t *testing.T) {
 	if !find(table100, "198.51.100.0/24", "10.1.0.1") || table100[0].Priority != 50 {
 		t.Errorf("table 100 route missing or wrong metric: %+v", table100)
 	}
-	if v, _ := netlinkx.Sysctl(ctr, "net/ipv6/conf/eth0/keep_addr_on_down"); v != "1" {
+	if v, _ := sysctl.Get(ctr, "net/ipv6/conf/eth0/keep_addr_on_down"); v != "1" {
 		t.Errorf("keep_addr_on_down = %q", v)
 	}
 	// Packets flow both ways over both families.
