@@ -2,8 +2,9 @@
 // google/nftables that every component holding firewall state goes
 // through. Sub-packages hold the per-feature data models (masq, macspoof,
 // portmap, firewall), the accepts in other owners' chains (foreign) and
-// the reference plugins' objects (reference); this package holds what
-// they share.
+// the reference plugins' objects (reference), and the x_tables encoding
+// that rules in iptables-nft's chains use (xtables); this package holds
+// what they share.
 //
 // # Rules of the house
 //

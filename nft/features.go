@@ -11,6 +11,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftcni/nftcni/nft/xtables"
 	"github.com/nftcni/nftcni/nlerr"
 )
 
@@ -35,7 +36,7 @@ const (
 	Destroy
 	// XTConntrackMatch: the x_tables conntrack match inside nf_tables rules
 	// (modules nft_compat and xt_conntrack), which rules in iptables-nft
-	// chains use (XTConntrack). A kernel built without them, as small
+	// chains use (xtables.Conntrack). A kernel built without them, as small
 	// embedded ones may be, cannot run iptables-nft's own conntrack rules
 	// either.
 	XTConntrackMatch
@@ -148,7 +149,7 @@ func (c *Conn) probe(f Feature) error {
 		ch := &nftables.Chain{Table: probeTable4, Name: "probe"}
 		b.AddTable(probeTable4)
 		b.AddChain(ch)
-		x := XTConntrack{States: XTStateEstablished | XTStateRelated}
+		x := xtables.Conntrack{States: xtables.StateEstablished | xtables.StateRelated}
 		b.AddRule(&nftables.Rule{Table: probeTable4, Chain: ch, Exprs: []expr.Any{x.Match(), &expr.Verdict{Kind: expr.VerdictAccept}}}, "probe")
 		var err error
 		if msgs, err = b.messages(); err != nil {

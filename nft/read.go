@@ -8,6 +8,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftcni/nftcni/nft/xtables"
 )
 
 // Element is a set element as we write and read it: the key (for a
@@ -280,7 +282,7 @@ func ProtoName(p uint8) string {
 
 // decodeRule reads handle, comment, table and chain of a NEWRULE message;
 // nil for any other message. The comment is the userdata's, as nft and
-// we write it, or else an x_tables comment match's (xtComment).
+// we write it, or else an x_tables comment match's (xtables.Comment).
 func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 	if m.Header.Type != msgType(unix.NFT_MSG_NEWRULE) {
 		return nil, "", "", nil
@@ -310,7 +312,7 @@ func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 		return nil, "", "", fmt.Errorf("decoding rule: %w", err)
 	}
 	if r.Comment == "" && exprs != nil {
-		r.Comment = xtComment(exprs)
+		r.Comment = xtables.Comment(exprs)
 	}
 	return r, table, chain, nil
 }

@@ -3,8 +3,10 @@
 // checks those): the files every plugin has ("Where a new plugin goes"),
 // how a plugin says that it has nothing to collect or is always ready,
 // what plugins never do themselves, and the entries of "One way to do
-// each thing" that a reading of the source can check. A new plugin, or a
-// second way of doing one of those things, fails here, not in review.
+// each thing" that a reading of the source can check; and README.md's
+// layout table against the root's directories. A new plugin, a second
+// way of doing one of those things, or a new folder at the root without
+// its line in the README fails here, not in review.
 package conventions
 
 import (

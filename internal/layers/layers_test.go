@@ -29,10 +29,12 @@ var rules = map[string][]string{
 	"cni":        {"crashpoint"},
 
 	"netlinkx/...": {"netlinkx", "netns", "nlerr", "crashpoint", "sysctl"},
-	"nft":          {"netns", "nlerr", "crashpoint", "ownerid", "nft/internal/fakedial"},
-	"nft/...":      {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid"},
+	"nft":          {"netns", "nlerr", "crashpoint", "ownerid", "nft/xtables", "nft/internal/fakedial"},
+	"nft/...":      {"nft", "nft/foreign", "nft/xtables", "netns", "nlerr", "crashpoint", "ownerid"},
+	// x_tables encoding, below the core that probes and reads it.
+	"nft/xtables": {},
 	// route_localnet is a sysctl: the one nft component that sets one.
-	"nft/portmap": {"nft", "nft/foreign", "netns", "nlerr", "crashpoint", "ownerid", "sysctl"},
+	"nft/portmap": {"nft", "nft/foreign", "nft/xtables", "netns", "nlerr", "crashpoint", "ownerid", "sysctl"},
 	// firewalld's record names owners; it needs nothing of nftables.
 	"firewalld": {"ownerid", "netns", "atomicfile"},
 
@@ -164,6 +166,9 @@ func TestRulesCatchCrossings(t *testing.T) {
 		{"nft/portmap", "netlinkx", false},
 		{"nft/portmap", "sysctl", true},
 		{"nft", "netlinkx", false},
+		{"nft", "nft/xtables", true},
+		{"nft/xtables", "nft", false},
+		{"nft/foreign", "nft/xtables", true},
 		{"sysctl", "netlinkx", false},
 		{"netlinkx/qdisc", "netlinkx", true},
 		{"cni", "netlinkx", false},

@@ -1,8 +1,8 @@
 // Package srctree reads the module's own source for the tests that keep it
 // to docs/architecture.md (internal/layers: the import rules;
 // internal/conventions: the other conventions): which trees are the
-// product and which are tests and tools, and the product's parsed Go
-// files.
+// product and which are tests and tools, the product's parsed Go files,
+// and the repository's top-level directories.
 package srctree
 
 import (
@@ -85,6 +85,34 @@ func Files(t testing.TB, root string, productOnly bool, mode parser.Mode) []File
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// TopDirs are the directories at root that belong to the repository: all
+// but hidden ones (.git, .ci, caches) and those the root .gitignore anchors
+// there ("/bin/", "/dist/": build output), so a built checkout lists the
+// same as a fresh clone. Sorted.
+func TopDirs(t testing.TB, root string) []string {
+	t.Helper()
+	ignored := map[string]bool{}
+	if gi, err := os.ReadFile(filepath.Join(root, ".gitignore")); err == nil {
+		for _, l := range strings.Split(string(gi), "\n") {
+			l = strings.TrimSpace(l)
+			if name, ok := strings.CutPrefix(l, "/"); ok && !strings.ContainsAny(strings.TrimSuffix(name, "/"), "/*?[") {
+				ignored[strings.TrimSuffix(name, "/")] = true
+			}
+		}
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !ignored[e.Name()] {
+			out = append(out, e.Name())
+		}
 	}
 	return out
 }

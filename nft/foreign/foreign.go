@@ -65,6 +65,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/xtables"
 	"github.com/nftcni/nftcni/ownerid"
 )
 
@@ -237,10 +238,10 @@ func (c Chain) Rules(a Accept) [][]expr.Any {
 		case from:
 			return [][]expr.Any{cat(addr(src), tail)}
 		case repliesTo:
-			x := nft.XTConntrack{States: nft.XTStateEstablished | nft.XTStateRelated}
+			x := xtables.Conntrack{States: xtables.StateEstablished | xtables.StateRelated}
 			return [][]expr.Any{cat(addr(dst), []expr.Any{x.Match()}, tail)}
 		}
-		x := nft.XTConntrack{States: nft.XTStateDNAT, Proto: a.proto, ReplySrc: a.addr, ReplySrcPort: a.port}
+		x := xtables.Conntrack{States: xtables.StateDNAT, Proto: a.proto, ReplySrc: a.addr, ReplySrcPort: a.port}
 		return [][]expr.Any{cat([]expr.Any{x.Match()}, tail)}
 	}
 	var head []expr.Any

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/xtables"
 )
 
 // The reference's rules as the programs it runs would encode them:
@@ -239,7 +240,7 @@ func (r iptRule) exprs(fam nftables.TableFamily) []expr.Any {
 		out = append(out, xtMatch("addrtype", 1, info))
 	}
 	if r.ctEstRel {
-		out = append(out, nft.XTConntrack{States: nft.XTStateEstablished | nft.XTStateRelated}.Match())
+		out = append(out, xtables.Conntrack{States: xtables.StateEstablished | xtables.StateRelated}.Match())
 	}
 	if r.mark != 0 {
 		m := binary.NativeEndian.AppendUint32(nil, r.mark)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/xtables"
 )
 
 // view is what one rule says, in the terms the reference's rules are
@@ -362,7 +363,7 @@ func multiportDests(m *expr.Match) []uint16 {
 }
 
 func (v *view) ctState(flags, invert, states uint16) bool {
-	if flags != uint16(xt.ConntrackState) || invert != 0 || states != nft.XTStateEstablished|nft.XTStateRelated {
+	if flags != uint16(xt.ConntrackState) || invert != 0 || states != xtables.StateEstablished|xtables.StateRelated {
 		return false
 	}
 	v.ctEstRel = true

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/xtables"
 )
 
 func payload(base expr.PayloadBase, off, n uint32) *expr.Payload {
@@ -48,7 +49,7 @@ func TestReadView(t *testing.T) {
 			"-s 10.95.0.2/32 -j ACCEPT", func(v view) bool { return isFrom(v, a) && !isRepliesTo(v, a) }},
 		{"iptables-nft -d A --ctstate (x_tables)", nftables.TableFamilyIPv4,
 			[]expr.Any{payload(net4, 16, 4), eq(10, 95, 0, 2), &expr.Match{Name: "conntrack", Rev: 3, Info: &xt.ConntrackMtinfo3{ConntrackMtinfo2: xt.ConntrackMtinfo2{
-				ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)}, StateMask: nft.XTStateEstablished | nft.XTStateRelated}}},
+				ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)}, StateMask: xtables.StateEstablished | xtables.StateRelated}}},
 				&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept}},
 			"-d 10.95.0.2/32 --ctstate RELATED,ESTABLISHED -j ACCEPT", func(v view) bool { return isRepliesTo(v, a) }},
 		{"nft ct state related,established", nftables.TableFamilyIPv4,
@@ -58,7 +59,7 @@ func TestReadView(t *testing.T) {
 			"-d 10.95.0.2/32 --ctstate RELATED,ESTABLISHED -j ACCEPT", func(v view) bool { return isRepliesTo(v, a) }},
 		{"conntrack with another state is not the firewall's", nftables.TableFamilyIPv4,
 			[]expr.Any{payload(net4, 16, 4), eq(10, 95, 0, 2), &expr.Match{Name: "conntrack", Rev: 3, Info: &xt.ConntrackMtinfo3{ConntrackMtinfo2: xt.ConntrackMtinfo2{
-				ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)}, StateMask: nft.XTStateEstablished}}},
+				ConntrackMtinfoBase: xt.ConntrackMtinfoBase{MatchFlags: uint16(xt.ConntrackState)}, StateMask: xtables.StateEstablished}}},
 				&expr.Verdict{Kind: expr.VerdictAccept}},
 			"-d 10.95.0.2/32 -j ACCEPT", func(v view) bool { return !isRepliesTo(v, a) && v.other == 1 }},
 		{"older iptables-nft: -p tcp -m tcp --dport, DNAT revision 0", nftables.TableFamilyIPv4,

@@ -1,4 +1,10 @@
-package nft
+// Package xtables encodes and reads the x_tables (iptables-nft
+// compatibility) expressions that nftcni's rules in iptables-nft's own
+// chains use or find: the conntrack match, written as iptables-nft writes
+// `-m conntrack`, and the comment match iptables-restore leaves where a
+// rule had a userdata comment. It stands apart from the nftables core, as
+// google/nftables keeps its x_tables in xt/; it imports nothing of ours.
+package xtables
 
 import (
 	"bytes"
@@ -12,14 +18,14 @@ import (
 	"github.com/google/nftables/xt"
 )
 
-// XTConntrack is the x_tables conntrack match, revision 3, the way
+// Conntrack is the x_tables conntrack match, revision 3, the way
 // iptables-nft sends `-m conntrack --ctstate S [--ctproto P] [--ctreplsrc
 // A] [--ctreplsrcport N]`. Rules in an iptables-nft chain must use it
 // rather than the native `ct` expression: iptables-nft lists and saves only
 // what it can parse back into its own options. The kernel side needs the
-// modules nft_compat and xt_conntrack (feature XTConntrackMatch).
-type XTConntrack struct {
-	// States are XT_CONNTRACK_STATE bits (XTStateEstablished, …); a
+// modules nft_compat and xt_conntrack (feature nft.XTConntrackMatch).
+type Conntrack struct {
+	// States are XT_CONNTRACK_STATE bits (StateEstablished, …); a
 	// packet matches when its state has any of them.
 	States uint16
 	// Proto is the connection's layer-4 protocol; 0 matches any.
@@ -36,9 +42,9 @@ type XTConntrack struct {
 // The state bits of --ctstate (XT_CONNTRACK_STATE_BIT and the "virtual"
 // states after IP_CT_NUMBER).
 const (
-	XTStateEstablished = 1 << 1
-	XTStateRelated     = 1 << 2
-	XTStateDNAT        = 1 << 7
+	StateEstablished = 1 << 1
+	StateRelated     = 1 << 2
+	StateDNAT        = 1 << 7
 )
 
 // The match_flags bits (XT_CONNTRACK_*).
@@ -67,7 +73,7 @@ const (
 )
 
 // Info is the match's struct xt_conntrack_mtinfo3.
-func (x XTConntrack) Info() []byte {
+func (x Conntrack) Info() []byte {
 	b := make([]byte, xtConntrackSize)
 	flags := uint16(xtFlagState)
 	binary.NativeEndian.PutUint16(b[xtStateMask:], x.States)
@@ -93,12 +99,12 @@ func (x XTConntrack) Info() []byte {
 }
 
 // Match is the rule expression.
-func (x XTConntrack) Match() *expr.Match {
+func (x Conntrack) Match() *expr.Match {
 	info := xt.Unknown(x.Info())
 	return &expr.Match{Name: "conntrack", Rev: 3, Info: &info}
 }
 
-// xtComment is the text of the first x_tables comment match (`-m comment
+// Comment is the text of the first x_tables comment match (`-m comment
 // --comment "…"`) among a rule's expressions (NFTA_RULE_EXPRESSIONS), ""
 // when there is none.
 //
@@ -108,7 +114,7 @@ func (x XTConntrack) Match() *expr.Match {
 // — what netfilter-persistent does at boot, what an administrator does by
 // hand — our accepts in iptables-nft's FORWARD chain carry their owner tag
 // only there. Read only for rules without a userdata comment.
-func xtComment(exprs []byte) string {
+func Comment(exprs []byte) string {
 	list, err := netlink.NewAttributeDecoder(exprs)
 	if err != nil {
 		return ""
