@@ -2,6 +2,7 @@ package sysctl_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -60,5 +61,37 @@ func TestGetSet(t *testing.T) {
 	err = sysctl.Set(ns, "net/ipv4/ip_forward", "bogus")
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("bad value: %v", err)
+	}
+}
+
+// IPv4Devconf reads what the file under /proc/sys/net/ipv4/conf holds:
+// route_localnet flipped both ways, and other settings by their index
+// (rp_filter 8, arp_notify 22), so a wrong index or offset fails.
+func TestIPv4Devconf(t *testing.T) {
+	ns := privtest.NewNS(t)
+	h, err := netlinkx.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+	for _, tc := range []struct {
+		file  string
+		index int
+		value uint32
+	}{
+		{"route_localnet", sysctl.IPv4RouteLocalnet, 1},
+		{"route_localnet", sysctl.IPv4RouteLocalnet, 0},
+		{"rp_filter", 8, 2},
+		{"arp_notify", 22, 1},
+	} {
+		must(t, sysctl.Set(ns, "net/ipv4/conf/br0/"+tc.file, fmt.Sprint(tc.value)))
+		got, err := sysctl.IPv4Devconf(ns, "br0", tc.index)
+		if err != nil || got != tc.value {
+			t.Errorf("IPv4Devconf(br0, %d) after %s=%d: %d, %v", tc.index, tc.file, tc.value, got, err)
+		}
+	}
+	if _, err := sysctl.IPv4Devconf(ns, "nope0", sysctl.IPv4RouteLocalnet); !errors.Is(err, sysctl.ErrNoSetting) {
+		t.Errorf("missing interface: %v", err)
 	}
 }

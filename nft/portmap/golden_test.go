@@ -336,6 +336,15 @@ func TestGoldenSetupAgain(t *testing.T) {
 	if !slices.Contains(f.RuleReads, "ip filter FORWARD") {
 		t.Errorf("rules read of %q, want ip filter FORWARD's", f.RuleReads)
 	}
+	// route_localnet is on already: read, not written again.
+	wantWrites(t, writes)
+}
+
+// A repeated Setup after something turned route_localnet off turns it on
+// again: the setting is read, and written only when it is not on.
+func TestSetupAgainLocalnetOff(t *testing.T) {
+	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
+	nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, web) })
 	wantWrites(t, writes, cni0Localnet+"=1")
 }
 
@@ -349,7 +358,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
 		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
 	}
-	wantWrites(t, writes, cni0Localnet+"=1")
+	wantWrites(t, writes)
 	nfttest.Golden(t, "setup_again_record", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		nfttest.DelMarkerNote(tbl, sample),
 		nfttest.CreateMarkerWithNote(tbl, sample, record(web)),
@@ -384,8 +393,9 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		t.Errorf("fast path dumped %q", d)
 	}
 	// cni0 has a prior value already (sample's): it is looked up, not
-	// read from the sysctl again.
-	wantWrites(t, writes, cni0Localnet+"=1")
+	// read from the sysctl again; and route_localnet is on (sample's
+	// Setup set it), so it is not written either.
+	wantWrites(t, writes)
 	// No table for ip6: not even the marker is asked for there.
 	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpins",
 		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet",

@@ -7,15 +7,15 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 
-	"github.com/nftcni/nftcni/sysctl"
-
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // route_localnet bookkeeping.
@@ -69,7 +69,23 @@ import (
 var sysctls = struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{sysctl.Get, sysctl.Set}
+}{readLocalnet, sysctl.Set}
+
+// readLocalnet reads a route_localnet sysctl the way that does not grow
+// with the host's containers: from the interface's RTM_GETLINK answer
+// (sysctl.IPv4Devconf) rather than its file, whose path the kernel
+// resolves by comparing each component with an entry per network
+// namespace that has used it — +0.6 ms of CPU per access with 1000
+// containers on the host. The file is the fallback, and gives the error
+// texts of a missing interface.
+func readLocalnet(ns *netns.NS, name string) (string, error) {
+	if ifName, ok := strings.CutSuffix(strings.TrimPrefix(name, "net/ipv4/conf/"), "/route_localnet"); ok && localnetSysctl(ifName) == name {
+		if v, err := sysctl.IPv4Devconf(ns, ifName, sysctl.IPv4RouteLocalnet); err == nil {
+			return strconv.FormatUint(uint64(v), 10), nil
+		}
+	}
+	return sysctl.Get(ns, name)
+}
 
 // priorComment is the comment of localnet_prior's elements.
 const priorComment = "nftcni portmap: route_localnet before nftcni"
@@ -145,6 +161,13 @@ func localnetPlan(tx *nft.Tx, ns *netns.NS, priors []nft.Element, users map[stri
 	if len(wanted) > 0 {
 		tx.AfterCommit(func() error {
 			for _, name := range wanted {
+				// Already on (the interface's other attachments
+				// set it): nothing to write. The write is the
+				// file, whose path costs more the more containers
+				// the host has (readLocalnet).
+				if v, err := sysctls.get(ns, localnetSysctl(name)); err == nil && v == "1" {
+					continue
+				}
 				if err := sysctls.set(ns, localnetSysctl(name), "1"); err != nil {
 					return &localnetError{err}
 				}
