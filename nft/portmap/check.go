@@ -112,17 +112,30 @@ func mappingsInElements(c *nft.Conn, owner ownerid.Owner, addrs []netip.Addr) ([
 				out = append(out, m)
 			}
 		}
-		rs, err := c.Rules(f.conditional)
+		n, err := ownerRules(c, f, owner)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, r := range rs {
-			if owner.OwnedBy(r.Comment) {
-				rules[f]++
-			}
+		if n > 0 {
+			rules[f] = n
 		}
 	}
 	return out, rules, nil
+}
+
+// ownerRules counts owner's rules in f's conditional chain.
+func ownerRules(c *nft.Conn, f *family, owner ownerid.Owner) (int, error) {
+	rs, err := c.Rules(f.conditional)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rs {
+		if owner.OwnedBy(r.Comment) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // decodeMapping is the mapping a port-map element holds.
@@ -161,29 +174,9 @@ func check(c *nft.Conn, ns *netns.NS, owner ownerid.Owner, p *planned, rules fun
 			want[set] = p.elems[set]
 		}
 		for _, set := range append(f.sets(), f.owners) {
-			cur, err := c.Elements(set)
+			mine, err := checkElements(c, f, set, want[set], owner)
 			if err != nil {
 				return err
-			}
-			same := nft.SameElement
-			if set == f.owners {
-				// A marker's record is compared by what it plans, below.
-				same = func(e, w nft.Element) bool { return string(e.Key) == string(w.Key) && owner.OwnedBy(e.Comment) }
-			}
-			for _, w := range want[set] {
-				if !slices.ContainsFunc(cur, func(e nft.Element) bool { return same(e, w) }) {
-					return fmt.Errorf("missing hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, w))
-				}
-			}
-			var mine []nft.Element
-			for _, e := range cur {
-				if !owner.OwnedBy(e.Comment) {
-					continue
-				}
-				if !slices.ContainsFunc(want[set], func(w nft.Element) bool { return same(e, w) }) {
-					return fmt.Errorf("unexpected hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, e))
-				}
-				mine = append(mine, e)
 			}
 			switch set {
 			case f.localnet:
@@ -196,21 +189,45 @@ func check(c *nft.Conn, ns *netns.NS, owner ownerid.Owner, p *planned, rules fun
 				}
 			}
 		}
-		rs, err := c.Rules(f.conditional)
+		n, err := ownerRules(c, f, owner)
 		if err != nil {
 			return err
-		}
-		n := 0
-		for _, r := range rs {
-			if owner.OwnedBy(r.Comment) {
-				n++
-			}
 		}
 		if want := rules(f); n != want {
 			return fmt.Errorf("missing hostport rules in %s %s chain %q: %d of the container's rules found, %d expected", familyName(f), TableName, f.conditional.Name, n, want)
 		}
 	}
 	return nil
+}
+
+// checkElements fails when set lacks an element of want or has one of
+// owner's that is not in want; it returns owner's elements.
+func checkElements(c *nft.Conn, f *family, set *nftables.Set, want []nft.Element, owner ownerid.Owner) ([]nft.Element, error) {
+	cur, err := c.Elements(set)
+	if err != nil {
+		return nil, err
+	}
+	same := nft.SameElement
+	if set == f.owners {
+		// A marker's record is compared by what it plans (checkRecord).
+		same = func(e, w nft.Element) bool { return string(e.Key) == string(w.Key) && owner.OwnedBy(e.Comment) }
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(cur, func(e nft.Element) bool { return same(e, w) }) {
+			return nil, fmt.Errorf("missing hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, w))
+		}
+	}
+	var mine []nft.Element
+	for _, e := range cur {
+		if !owner.OwnedBy(e.Comment) {
+			continue
+		}
+		if !slices.ContainsFunc(want, func(w nft.Element) bool { return same(e, w) }) {
+			return nil, fmt.Errorf("unexpected hostport element in %s %s %s %q: %s", familyName(f), TableName, setKind(set), set.Name, describeElem(set, e))
+		}
+		mine = append(mine, e)
+	}
+	return mine, nil
 }
 
 // checkRecord fails when the record in owner's marker among markers

@@ -67,35 +67,45 @@ func specOf(owner ownerid.Owner, rec string) (Spec, error) {
 			}
 			s.Localhost = append(s.Localhost, a)
 		default:
-			head, tgt, ok := strings.Cut(w, ">")
-			if !ok {
-				return s, fmt.Errorf("malformed record word %q", w)
-			}
-			var m Mapping
-			tgt, hostIP, at := strings.Cut(tgt, "@")
-			if at {
-				a, err := netip.ParseAddr(hostIP)
-				if err != nil {
-					return s, err
-				}
-				m.HostIP = a
-			}
-			t, err := netip.ParseAddrPort(tgt)
+			m, err := mappingOf(w)
 			if err != nil {
 				return s, err
 			}
-			m.Target = t
-			proto, port, ok := strings.Cut(head, ":")
-			pr, err1 := strconv.ParseUint(proto, 10, 8)
-			po, err2 := strconv.ParseUint(port, 10, 16)
-			if !ok || err1 != nil || err2 != nil {
-				return s, fmt.Errorf("malformed record word %q", w)
-			}
-			m.Proto, m.HostPort = uint8(pr), uint16(po)
 			s.Mappings = append(s.Mappings, m)
 		}
 	}
 	return s, nil
+}
+
+// mappingOf reads back a mapping's record word,
+// "<proto>:<host port>><target>[@<host IP>]".
+func mappingOf(w string) (Mapping, error) {
+	var m Mapping
+	head, tgt, ok := strings.Cut(w, ">")
+	if !ok {
+		return m, fmt.Errorf("malformed record word %q", w)
+	}
+	tgt, hostIP, at := strings.Cut(tgt, "@")
+	if at {
+		a, err := netip.ParseAddr(hostIP)
+		if err != nil {
+			return m, err
+		}
+		m.HostIP = a
+	}
+	t, err := netip.ParseAddrPort(tgt)
+	if err != nil {
+		return m, err
+	}
+	m.Target = t
+	proto, port, ok := strings.Cut(head, ":")
+	pr, err1 := strconv.ParseUint(proto, 10, 8)
+	po, err2 := strconv.ParseUint(port, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return m, fmt.Errorf("malformed record word %q", w)
+	}
+	m.Proto, m.HostPort = uint8(pr), uint16(po)
+	return m, nil
 }
 
 // recompute reads the record in owner's marker back as what the owner
