@@ -340,7 +340,7 @@ func describeElem(set *nftables.Set, e nft.Element) string {
 		s = a.String() + " . "
 		k = k[n:]
 	}
-	s += fmt.Sprintf("%s . %d", ProtoName(k[0]), binary.BigEndian.Uint16(k[4:6]))
+	s += fmt.Sprintf("%s . %d", nft.ProtoName(k[0]), binary.BigEndian.Uint16(k[4:6]))
 	if len(e.Val) >= 8 {
 		n := len(e.Val) - 4
 		a, _ := netip.AddrFromSlice(e.Val[:n])

@@ -314,11 +314,8 @@ func (e *ConflictError) Error() string {
 	} else if e.Holder != "" {
 		holder = fmt.Sprintf("%q", e.Holder)
 	}
-	return fmt.Sprintf("host port %d/%s on %s is already mapped by %s", e.HostPort, ProtoName(e.Proto), where, holder)
+	return fmt.Sprintf("host port %d/%s on %s is already mapped by %s", e.HostPort, nft.ProtoName(e.Proto), where, holder)
 }
-
-// ProtoName is the protocol's name as nft prints it (nft.ProtoName).
-func ProtoName(p uint8) string { return nft.ProtoName(p) }
 
 // dropped selects the elements of set that the Setup removes unless they
 // are wanted: the owner's, and in the address sets any holding a wanted
