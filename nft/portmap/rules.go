@@ -84,78 +84,102 @@ const (
 
 // staticRules are ch's rules in family f.
 func staticRules(f *family, ch *nftables.Chain) []nft.StaticRule {
-	// fib daddr type local jump hostports
-	local := nft.StaticRule{Comment: cmtLocal, Exprs: []expr.Any{
+	switch ch {
+	case f.prerouting:
+		return []nft.StaticRule{loopbackOnlyFromHost(f), localRule(f)}
+	case f.output:
+		return []nft.StaticRule{localRule(f)}
+	case f.hostport:
+		return hostportRules(f)
+	case f.postrouting:
+		return postroutingRules(f)
+	case f.input:
+		return []nft.StaticRule{guardRule()}
+	}
+	return nil
+}
+
+// localRule sends packets to a local address to the hostports chain:
+//
+//	fib daddr type local jump hostports
+func localRule(f *family) nft.StaticRule {
+	return nft.StaticRule{Comment: cmtLocal, Exprs: []expr.Any{
 		&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
 		&expr.Verdict{Kind: expr.VerdictJump, Chain: f.hostport.Name},
 	}}
-	switch ch {
-	case f.prerouting:
-		return []nft.StaticRule{loopbackOnlyFromHost(f), local}
-	case f.output:
-		return []nft.StaticRule{local}
-	case f.hostport:
-		after := f.afterAddr()
-		return []nft.StaticRule{
-			// jump conditional
-			{Comment: cmtCond, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: f.conditional.Name}}},
-			// dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports
-			{Comment: cmtHostIP, Exprs: []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
-				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: after},
-				&expr.Payload{DestRegister: after + 1, Base: expr.PayloadBaseTransportHeader, Offset: thDport, Len: 2},
-				&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.hostIPPorts.Name},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto(), RegAddrMin: reg1, RegProtoMin: after, Specified: true},
-			}},
-			// dnat ip to meta l4proto . th dport map @ports
-			{Comment: cmtAny, Exprs: []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
-				&expr.Payload{DestRegister: r32 + 1, Base: expr.PayloadBaseTransportHeader, Offset: thDport, Len: 2},
-				&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.ports.Name},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto(), RegAddrMin: reg1, RegProtoMin: after, Specified: true},
-			}},
-		}
-	case f.postrouting:
-		rules := []nft.StaticRule{
-			// ct status dnat ip daddr vmap @hairpins
-			{Comment: cmtHairpin, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
-				&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.hairpins.Name},
-			})},
-		}
-		if f.localhost != nil {
-			// ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
-			rules = append(rules, nft.StaticRule{Comment: cmtLocalhost, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 4},
-				&expr.Lookup{SourceRegister: reg1, SetName: f.localhost.Name},
-				&expr.Masq{},
-			})})
-		}
-		return rules
-	case f.input:
-		// iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8
-		//   ct state != { established, related } ct status != dnat drop
-		return []nft.StaticRule{{Comment: cmtGuard, Exprs: slices.Concat(
-			[]expr.Any{
-				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: nft.IfnameKey("lo")},
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
-				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: []byte{127}},
-				&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
-				&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4,
-					Mask: binaryutil.NativeEndian.PutUint32(ctStateEstablished | ctStateRelated), Xor: make([]byte, 4)},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)},
-			},
-			ctStatusDNAT(false),
-			[]expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}},
-		)}}
+}
+
+// hostportRules are the hostports chain's: the conditional chain first,
+// then the host-IP map, then the map of any address.
+func hostportRules(f *family) []nft.StaticRule {
+	after := f.afterAddr()
+	return []nft.StaticRule{
+		// jump conditional
+		{Comment: cmtCond, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: f.conditional.Name}}},
+		// dnat ip to ip daddr . meta l4proto . th dport map @hostip_ports
+		{Comment: cmtHostIP, Exprs: []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: after},
+			&expr.Payload{DestRegister: after + 1, Base: expr.PayloadBaseTransportHeader, Offset: thDport, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.hostIPPorts.Name},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto(), RegAddrMin: reg1, RegProtoMin: after, Specified: true},
+		}},
+		// dnat ip to meta l4proto . th dport map @ports
+		{Comment: cmtAny, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
+			&expr.Payload{DestRegister: r32 + 1, Base: expr.PayloadBaseTransportHeader, Offset: thDport, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.ports.Name},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto(), RegAddrMin: reg1, RegProtoMin: after, Specified: true},
+		}},
 	}
-	return nil
+}
+
+// postroutingRules masquerade the connections we DNATed: hairpin, and
+// (ip only) localhost clients.
+func postroutingRules(f *family) []nft.StaticRule {
+	rules := []nft.StaticRule{
+		// ct status dnat ip daddr vmap @hairpins
+		{Comment: cmtHairpin, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff(), Len: f.addrLen()},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.hairpins.Name},
+		})},
+	}
+	if f.localhost != nil {
+		// ct status dnat ip saddr 127.0.0.0/8 ip daddr @localhost masquerade
+		rules = append(rules, nft.StaticRule{Comment: cmtLocalhost, Exprs: slices.Concat(ctStatusDNAT(true), []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 4},
+			&expr.Lookup{SourceRegister: reg1, SetName: f.localhost.Name},
+			&expr.Masq{},
+		})})
+	}
+	return rules
+}
+
+// guardRule is the input chain's (ip only), kube-proxy's guard for
+// CVE-2020-8558:
+//
+//	iifname != "lo" ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8
+//	  ct state != { established, related } ct status != dnat drop
+func guardRule() nft.StaticRule {
+	return nft.StaticRule{Comment: cmtGuard, Exprs: slices.Concat(
+		[]expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: nft.IfnameKey("lo")},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Dst, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127}},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: ip4Src, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: []byte{127}},
+			&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4,
+				Mask: binaryutil.NativeEndian.PutUint32(ctStateEstablished | ctStateRelated), Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)},
+		},
+		ctStatusDNAT(false),
+		[]expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}},
+	)}
 }
 
 // hairpinRules are the rule of the hairpin chain of prefix length bits:
