@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nftcni/nftcni/vmtest"
+	"github.com/nftcni/nftcni/internal/guest"
 )
 
 // An allowance is a difference from the reference that is meant: the
@@ -396,7 +396,7 @@ func differencesSection(t *testing.T, readme string) string {
 // TestAllowancesDocumented checks that every allowance's reason is in its
 // README's differences section, and that its patterns compile.
 func TestAllowancesDocumented(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("the README pages are checked on the host (the guest has no sources)")
 	}
 	sections := map[string]string{}

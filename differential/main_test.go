@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 func TestMain(m *testing.M) {
@@ -29,7 +29,7 @@ func TestDifferential(t *testing.T) {
 	t.Run("scenario", func(t *testing.T) {
 		for _, sc := range all {
 			full := sc.plugin + "/" + sc.name
-			if vmtest.InGuest() && !sc.vm() {
+			if guest.InGuest() && !sc.vm() {
 				notHere++
 				continue
 			}

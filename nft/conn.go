@@ -34,9 +34,10 @@ import (
 // Batch — and do the transport here with mdlayher/netlink, which it uses
 // underneath anyway.
 type Conn struct {
-	nl    *netlink.Conn
-	where string // for error messages: `netns "/var/run/netns/x"`
-	nsID  string // namespace identity for the writer lock; "" = no lock
+	Reader // reads through this Conn (reader.go)
+	nl     *netlink.Conn
+	where  string // for error messages: `netns "/var/run/netns/x"`
+	nsID   string // namespace identity for the writer lock; "" = no lock
 	// released: a committed batch deleted something, so the kernel holds
 	// objects to free after an RCU grace period (see Close).
 	released bool
@@ -71,7 +72,7 @@ func Open(ns *netns.NS) (*Conn, error) {
 	}
 	nlerr.ExtAck(nl)
 	side := func() (*netlink.Conn, error) { return netlink.Dial(unix.NETLINK_NETFILTER, cfg) }
-	return &Conn{nl: nl, where: where, nsID: nsIdentity(ns), dialSide: side}, nil
+	return withReader(&Conn{nl: nl, where: where, nsID: nsIdentity(ns), dialSide: side}), nil
 }
 
 // held is the process-wide state of HoldCloses.
@@ -115,7 +116,13 @@ func HoldCloses() (release func()) {
 
 // NewConn wraps an already dialled netlink connection. Tests pass one from
 // nltest.Dial backed by a fake nf_tables (see nft/internal/nfttest).
-func NewConn(nl *netlink.Conn) *Conn { return &Conn{nl: nl, where: "test"} }
+func NewConn(nl *netlink.Conn) *Conn { return withReader(&Conn{nl: nl, where: "test"}) }
+
+// withReader points c's embedded Reader at c.
+func withReader(c *Conn) *Conn {
+	c.Reader = Reader{c}
+	return c
+}
 
 // Close closes the socket, or, while HoldCloses is in effect, hands it to
 // the hold to be closed at its release.

@@ -49,7 +49,7 @@ func (c *Conn) follow(prev *Tx, gen uint32) {
 	if len(prev.then) == 0 {
 		return
 	}
-	next := &Tx{c: c, b: newBatch(), echoed: prev.echoed}
+	next := &Tx{Reader: Reader{c}, c: c, b: newBatch(), echoed: prev.echoed}
 	for _, f := range prev.then {
 		if err := f(next); err != nil {
 			return

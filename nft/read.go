@@ -319,18 +319,6 @@ func decodeRule(m netlink.Message) (r *Rule, table, chain string, err error) {
 
 func cstr(s string) []byte { return append([]byte(s), 0) }
 
-// TableExists reports whether table t exists. For a decision that leads to
-// a write, read inside Update instead.
-func (c *Conn) TableExists(t *nftables.Table) (bool, error) { return c.tableExists(t) }
-
-// Elements reads the elements of s with their comments; a missing table or
-// set reads as empty.
-func (c *Conn) Elements(s *nftables.Set) ([]Element, error) { return c.elements(s) }
-
-// Rules reads the rules of ch in order, with handles and comments; a
-// missing table or chain reads as empty.
-func (c *Conn) Rules(ch *nftables.Chain) ([]Rule, error) { return c.rules(ch) }
-
 // lookup asks for each of keys in set s with one non-dump
 // NFT_MSG_GETSETELEM (key, and key end when set), and returns the elements
 // the kernel reports, with their comments and map data. A key the set does
@@ -389,7 +377,3 @@ func elementAttrs(k Element) ([]byte, error) {
 	}
 	return netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem}})
 }
-
-// Lookup asks for keys in s one by one (no dump, see Tx.Lookup); a missing
-// table or set reads as holding none of them.
-func (c *Conn) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { return c.lookup(s, keys) }

@@ -35,14 +35,6 @@ import (
 //     it holds nothing else (BareIptablesFilter): a table that filters
 //     nothing and that iptables cannot tell from no table.
 
-// ChainExists reports whether chain ch exists. Unlike Tx.Rules, which
-// reads a missing chain as empty, it tells an empty chain from none.
-func (tx *Tx) ChainExists(ch *nftables.Chain) (bool, error) { return tx.c.chainExists(ch) }
-
-// ChainExists reports whether chain ch exists. For a decision that leads
-// to a write, read inside Update instead.
-func (c *Conn) ChainExists(ch *nftables.Chain) (bool, error) { return c.chainExists(ch) }
-
 func (c *Conn) chainExists(ch *nftables.Chain) (bool, error) {
 	return c.exists(unix.NFT_MSG_GETCHAIN, ch.Table.Family, "chain "+ch.Table.Name+" "+ch.Name, []netlink.Attribute{
 		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(ch.Table.Name)},
@@ -268,10 +260,7 @@ var (
 // chains, like the tables of a distribution's /etc/nftables.conf, is not
 // iptables-nft's. One table dump, and a chain by name for a table whose
 // name matches.
-func (tx *Tx) IptablesInUse() (bool, error) { return tx.c.iptablesInUse() }
-
-// IptablesInUse is Tx.IptablesInUse outside an Update (CHECK).
-func (c *Conn) IptablesInUse() (bool, error) { return c.iptablesInUse() }
+func (r Reader) IptablesInUse() (bool, error) { return r.c.iptablesInUse() }
 
 func (c *Conn) iptablesInUse() (bool, error) {
 	msgs, err := c.request(unix.NFT_MSG_GETTABLE, unix.AF_UNSPEC, netlink.Dump, nil)

@@ -48,10 +48,9 @@ type RuleExprs struct {
 
 // RulesWithExprs reads the rules of ch, in order, with their handles,
 // comments and expressions; a missing table or chain reads as empty.
-func (tx *Tx) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return tx.c.rulesWithExprs(ch) }
-
-// RulesWithExprs is Tx.RulesWithExprs outside an Update (CHECK).
-func (c *Conn) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) { return c.rulesWithExprs(ch) }
+func (r Reader) RulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) {
+	return r.c.rulesWithExprs(ch)
+}
 
 func (c *Conn) rulesWithExprs(ch *nftables.Chain) ([]RuleExprs, error) {
 	msgs, err := c.ruleMsgs(ch)
@@ -182,10 +181,7 @@ func exprOf(name string) expr.Any {
 // with the number of tables, not with their content. It is the cheap
 // first look of a DEL for the reference's objects: no table of theirs, no
 // further read.
-func (tx *Tx) Tables() ([]*nftables.Table, error) { return tx.c.tables() }
-
-// Tables is Tx.Tables outside an Update.
-func (c *Conn) Tables() ([]*nftables.Table, error) { return c.tables() }
+func (r Reader) Tables() ([]*nftables.Table, error) { return r.c.tables() }
 
 func (c *Conn) tables() ([]*nftables.Table, error) {
 	msgs, err := c.request(unix.NFT_MSG_GETTABLE, unix.AF_UNSPEC, netlink.Dump, nil)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,9 +17,10 @@ import (
 // the generation the attempt started at, and its batch is committed only
 // if the ruleset is still at that generation.
 type Tx struct {
-	c     *Conn
-	b     *Batch
-	after []func() error
+	Reader // reads through the Update's Conn (reader.go)
+	c      *Conn
+	b      *Batch
+	after  []func() error
 	// then and echoed: see Tx.Then and Tx.Echoed (handles.go).
 	then   []func(next *Tx) error
 	echoed []ChainRule
@@ -50,34 +50,6 @@ func (tx *Tx) runAfter() error {
 
 // Batch is the batch this attempt will commit.
 func (tx *Tx) Batch() *Batch { return tx.b }
-
-// TableExists reports whether table t exists.
-func (tx *Tx) TableExists(t *nftables.Table) (bool, error) { return tx.c.tableExists(t) }
-
-// SetExists reports whether set s exists (one non-dump GETSET).
-func (tx *Tx) SetExists(s *nftables.Set) (bool, error) {
-	return tx.c.exists(unix.NFT_MSG_GETSET, s.Table.Family, "set "+s.Table.Name+" "+s.Name, []netlink.Attribute{
-		{Type: unix.NFTA_SET_TABLE, Data: cstr(s.Table.Name)},
-		{Type: unix.NFTA_SET_NAME, Data: cstr(s.Name)},
-	})
-}
-
-// Elements reads the elements of s with their comments; a missing set
-// reads as empty.
-func (tx *Tx) Elements(s *nftables.Set) ([]Element, error) { return tx.c.elements(s) }
-
-// Lookup reads the elements of s with the keys (and key ends) of keys, one
-// non-dump request per key, so its cost does not grow with the size of the
-// set as Elements' does. Absent keys (and a missing table or set) are
-// simply not in the result; any other error is returned, and callers fall
-// back to Elements. For interval sets the kernel may answer with an
-// element that contains the key rather than one with exactly that key and
-// end: compare with SameElement.
-func (tx *Tx) Lookup(s *nftables.Set, keys []Element) ([]Element, error) { return tx.c.lookup(s, keys) }
-
-// Rules reads the rules of ch, in order, with their handles and comments;
-// a missing chain reads as empty.
-func (tx *Tx) Rules(ch *nftables.Chain) ([]Rule, error) { return tx.c.rules(ch) }
 
 // Require is Conn.Require: whether the kernel has f. A probe is a
 // check-only batch, which commits nothing and so leaves the generation
@@ -137,7 +109,7 @@ func (c *Conn) Update(plan func(tx *Tx) error) error {
 		if err != nil {
 			return err
 		}
-		tx := &Tx{c: c, b: newBatch()}
+		tx := &Tx{Reader: Reader{c}, c: c, b: newBatch()}
 		if err := plan(tx); err != nil {
 			if errors.Is(err, errInterrupted) {
 				last = err

@@ -3,8 +3,8 @@ package vmtest
 import (
 	"debug/elf"
 	"fmt"
+	"github.com/nftcni/nftcni/internal/guest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -34,23 +34,8 @@ func libDirs(triplet string) []string {
 	return []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 }
 
-// FindProgram looks a program up like the tests do: PATH, then the sbin
-// directories a non-login PATH may lack.
-func FindProgram(name string) (string, bool) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, true
-	}
-	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, true
-		}
-	}
-	return "", false
-}
-
 // findProgramIn looks a program up in a sysroot: as the tests would on
-// the host (FindProgram) when it is "/", else in its bin and sbin
+// the host (guest.FindProgram) when it is "/", else in its bin and sbin
 // directories. The path returned is the host's path of the name, not of
 // the file a symbolic link there leads to: the guest calls the program by
 // that name (iptables is a link to the multi-call xtables-nft-multi, which
@@ -58,7 +43,7 @@ func FindProgram(name string) (string, bool) {
 // inside the tree.
 func findProgramIn(sysroot, name string) (string, bool) {
 	if sysroot == "/" {
-		return FindProgram(name)
+		return guest.FindProgram(name)
 	}
 	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
 		p, err := inRoot(sysroot, filepath.Join(d, name))

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"context"
+	"github.com/nftcni/nftcni/internal/guest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -10,9 +11,6 @@ import (
 	"testing"
 	"time"
 )
-
-// InGuest reports whether the code runs inside the test VM.
-func InGuest() bool { return os.Getenv(GuestEnv) == "1" }
 
 // RequireEnv, set to 1, makes Require fail instead of skip when the VM
 // cannot be started on the host (no qemu, no kernel).
@@ -32,7 +30,7 @@ const RequireEnv = "NFTCNI_REQUIRE_VM"
 // kernel on the host the test skips (fails under NFTCNI_REQUIRE_VM=1).
 func Require(t *testing.T) {
 	t.Helper()
-	if InGuest() {
+	if guest.InGuest() {
 		return
 	}
 	cfg, err := ConfigFromEnv()

@@ -1,6 +1,7 @@
 package vmtest_test
 
 import (
+	"github.com/nftcni/nftcni/internal/guest"
 	"testing"
 
 	"github.com/nftcni/nftcni/internal/privtest"
@@ -13,7 +14,7 @@ import (
 // (NFTCNI_REQUIRE_KIND_ALL=1 would fail them).
 func TestRequire(t *testing.T) {
 	vmtest.Require(t)
-	if !vmtest.InGuest() {
+	if !guest.InGuest() {
 		t.Fatal("Require returned on the host")
 	}
 	for _, kind := range []string{"vlan", "macvlan", "ipvlan", "vrf", "dummy", "veth", "bridge"} {

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"encoding/json"
+	"github.com/nftcni/nftcni/internal/guest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,7 +22,7 @@ var pluginTypes = map[string]string{
 // chain using it is. A new plugin, or a renamed test, fails here rather
 // than silently leaving the arm64 CI run.
 func TestSubsetCoversEveryPlugin(t *testing.T) {
-	if InGuest() {
+	if guest.InGuest() {
 		t.Skip("reads the source tree, which the guest does not have; runs on the host")
 	}
 	root := ".."

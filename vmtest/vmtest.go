@@ -20,6 +20,7 @@ package vmtest
 import (
 	"context"
 	"fmt"
+	"github.com/nftcni/nftcni/internal/guest"
 	"io"
 	"os"
 	"os/exec"
@@ -128,8 +129,8 @@ const (
 	EnvSubset       = "VMTEST_SUBSET"
 )
 
-// GuestEnv is set to 1 inside the guest.
-const GuestEnv = "NFTCNI_VMTEST_GUEST"
+// GuestEnv is set to 1 inside the guest (internal/guest reads it).
+const GuestEnv = guest.Env
 
 // ConfigFromEnv returns the defaults, overridden by the VMTEST_*
 // environment variables.

@@ -16,11 +16,11 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/attachrec"
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/ownerid"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // The gc --all tests build what a host has after a reboot or a crashed
@@ -339,7 +339,7 @@ func TestGCAllNeverTouchesLive(t *testing.T) {
 		longLived = 3
 	)
 	iterations := 12
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		iterations = 4 // an emulated guest is many times slower
 	}
 	dataDir, nsDir := t.TempDir(), t.TempDir()

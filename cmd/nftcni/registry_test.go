@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/nftcni/nftcni/cni"
-	"github.com/nftcni/nftcni/vmtest"
+	"github.com/nftcni/nftcni/internal/guest"
 )
 
 // TestGCAndStatusAreDecided: every plugin of this build has all five
@@ -22,7 +22,7 @@ import (
 // cni.NothingToCollect, and one whose STATUS is cni.AlwaysReady says
 // "always ready".
 func TestGCAndStatusAreDecided(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("reads the README, which the VM guest does not have; runs on the host")
 	}
 	rows := gcTable(t)
@@ -101,7 +101,7 @@ var nftComponents = []string{"nft/masq", "nft/macspoof", "nft/portmap", "nft/fir
 // reapplier registered with it, and every reapplier belongs to a
 // registered plugin.
 func TestReloadCoversEveryNftablesPlugin(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("reads the source tree, which the VM guest does not have; runs on the host")
 	}
 	const module = "github.com/nftcni/nftcni/"

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/nftcni/nftcni/internal/firewalldtest"
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/ownerid"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // `nftcni reload` on a host whose ruleset was reloaded under running
@@ -440,7 +440,7 @@ func withoutForeign(s string) string {
 // takes the same paths through the kernel there (a flushed ruleset,
 // re-created), and each test costs the emulated guest 12–16 s.
 func hostOnly(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("TestReloadAfterRulesetFile covers the kernel's side in the VM; this one runs on the host")
 	}
 }
@@ -590,7 +590,7 @@ func (wa *watcher) next(t *testing.T, want string) string {
 // puts them back; it does the same when firewalld starts again. Everything
 // else is as after the other reloads.
 func TestReloadFirewalld(t *testing.T) {
-	firewallCmd, ok := vmtest.FindProgram("firewall-cmd")
+	firewallCmd, ok := guest.FindProgram("firewall-cmd")
 	firewalldtest.Require(t)
 	if !ok {
 		t.Fatal("firewall-cmd not found (Debian package firewalld)")
@@ -754,7 +754,7 @@ func unitDirectives(t *testing.T, path string) map[string][]string {
 // commands are ones this nftcni runs: the oneshot's against an empty
 // cache (it then opens nothing), the watcher's until it finds no bus.
 func TestReloadUnits(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("reads contrib/, which the VM guest does not have; runs on the host")
 	}
 	bin := filepath.Join(nftcniBin(t), "nftcni")

@@ -39,9 +39,9 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/google/nftables"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // StartTimeout bounds the wait for firewalld to serve (it is a Python
@@ -54,15 +54,15 @@ const StartTimeout = 120 * time.Second
 func Require(t testing.TB) (dbusDaemon, firewalld string) {
 	t.Helper()
 	privtest.Require(t)
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("firewalld (a Python program) is not in the VM guest; the firewalld tests run on the host")
 	}
 	var missing []string
-	dbusDaemon, ok := vmtest.FindProgram("dbus-daemon")
+	dbusDaemon, ok := guest.FindProgram("dbus-daemon")
 	if !ok {
 		missing = append(missing, "dbus")
 	}
-	firewalld, ok = vmtest.FindProgram("firewalld")
+	firewalld, ok = guest.FindProgram("firewalld")
 	if !ok {
 		missing = append(missing, "firewalld")
 	}

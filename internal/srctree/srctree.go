@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftcni/nftcni/vmtest"
+	"github.com/nftcni/nftcni/internal/guest"
 )
 
 // Module is the module's import path.
@@ -31,7 +31,7 @@ var NotProduct = []string{"internal", "nft/internal/nfttest", "vmtest", "bench",
 // there, and runs on the host.
 func Root(t testing.TB) string {
 	t.Helper()
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("reads the source tree, which the guest does not have; runs on the host")
 	}
 	root := filepath.Join("..", "..")

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // Live tests run against the kernel in throwaway namespaces. The
@@ -283,7 +283,7 @@ var backendCases = []backendCase{{"iptables/ipv4", false, false}, {"iptables/ipv
 // tests would go through the same kernel paths again, at seconds each
 // under emulation.
 func hostOnly(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("runs on the host only: TestLiveDelete covers the guest kernel")
 	}
 }

@@ -26,12 +26,12 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/nftcni/nftcni/crashpoint"
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/ownerid"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // Knobs (environment), for longer local runs:
@@ -173,7 +173,7 @@ func (ta *tally) add(crashes, leftovers counts, refused int) {
 // ADD, then random ones.
 func TestCrashRecovery(t *testing.T) {
 	privtest.Require(t)
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("runs on the host only: it builds a crashpoint binary with the go tool, which the VM lacks, and needs minutes")
 	}
 	bin := plugintest.BinDirTags(t, "nftcni_crashpoints")

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/nftables"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -67,7 +67,7 @@ func pluginNames(t *testing.T) []string {
 // namespace has no new link and no nftables table afterwards, and a
 // host-local store named in the config was never created.
 func TestEnvEveryPlugin(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("input validation does not depend on the kernel: it runs on the host, not again in the emulated guest")
 	}
 	host := privtest.NewNS(t)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/ipam/hostlocal"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // These need no privileges: host-local only touches its store, so it runs
@@ -31,7 +31,7 @@ func hlCall(cmd, id, stdin string) plugintest.Call {
 // protocol sets no limit) is stored and released — or, beyond what exec
 // can pass, refused before anything is written.
 func TestHugeConfig(t *testing.T) {
-	if vmtest.InGuest() {
+	if guest.InGuest() {
 		t.Skip("input validation does not depend on the kernel: it runs on the host, not again in the emulated guest")
 	}
 	const tenMiB = 10 << 20

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/nftcni/nftcni/cniruntime"
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/ownerid"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
@@ -36,12 +36,12 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 // Inside the test VM, an emulated guest tens of times slower, the defaults
 // are 50, 8 and a pool of 20: still more attachments per network than a
 // pool has addresses.
-func knob(name string, def, guest int) int {
+func knob(name string, def, inGuest int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
-	if vmtest.InGuest() {
-		return guest
+	if guest.InGuest() {
+		return inGuest
 	}
 	return def
 }

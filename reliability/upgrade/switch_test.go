@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/nftcni/nftcni/internal/guest"
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/internal/privtest"
@@ -26,7 +27,6 @@ import (
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft/reference"
 	"github.com/nftcni/nftcni/ownerid"
-	"github.com/nftcni/nftcni/vmtest"
 )
 
 // Switching from the reference plugins to ours on a host with running
@@ -57,7 +57,7 @@ var switchPlugins = []string{"bridge", "ptp", "host-local", "portmap", "firewall
 func refReleases(t *testing.T, hostOnly bool) []refRelease {
 	t.Helper()
 	privtest.Require(t)
-	if hostOnly && vmtest.InGuest() {
+	if hostOnly && guest.InGuest() {
 		t.Skip("runs on the host only: TestSwitchToOurs covers the guest kernel's side of switching")
 	}
 	hostfw.Require(t) // the reference runs iptables and nft
