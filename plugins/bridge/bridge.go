@@ -209,16 +209,8 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 	}
 
 	if conf.IsGW {
-		// With vlan the gateway addresses go on <bridge>.<vlan>, whose
-		// pinning (ensureAddr) leaves the bridge's MAC following its
-		// ports: the next container's port would change it, and CHECK of
-		// this one fail on it. Pinned here as ensureAddr pins it where
-		// the bridge carries the gateway.
-		if conf.Vlan != 0 && len(gws4)+len(gws6) > 0 {
-			if err := pinMAC(hh, &br); err != nil {
-				return err
-			}
-		}
+		// The bridge's MAC was pinned before the port joined
+		// (pinBridgeMAC), whichever link carries the gateway.
 		var vlanIface *cni.Interface
 		for _, fam := range []struct {
 			gws     []netip.Prefix
@@ -231,13 +223,18 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 						return fmt.Errorf("failed to create vlan interface: %w", err)
 					}
 					if vlanIface == nil {
+						// <bridge>.<vlan> carries the gateway: its MAC
+						// is pinned too, once.
+						if err := pinMAC(hh, &vl); err != nil {
+							return fmt.Errorf("failed to set vlan interface for bridge with addr: %w", err)
+						}
 						vlanIface = &cni.Interface{Name: vl.Name, Mac: vl.MAC.String()}
 						result.Interfaces = append(result.Interfaces, vlanIface)
 					}
-					if err := ensureAddr(hh, &vl, gw, conf.ForceAddress); err != nil {
+					if err := ensureAddr(hh, vl.Name, gw, conf.ForceAddress); err != nil {
 						return fmt.Errorf("failed to set vlan interface for bridge with addr: %w", err)
 					}
-				} else if err := ensureAddr(hh, &br, gw, conf.ForceAddress); err != nil {
+				} else if err := ensureAddr(hh, br.Name, gw, conf.ForceAddress); err != nil {
 					return fmt.Errorf("failed to set bridge addr: %w", err)
 				}
 			}
@@ -472,20 +469,21 @@ func ensureVlanInterface(hh *netlinkx.Handle, br netlinkx.Link, vlan int, preser
 	return l, nil
 }
 
-// ensureAddr puts gateway address gw on link l, unless it has it already;
+// ensureAddr puts gateway address gw on link, unless it has it already;
 // any other IPv4 address, or an overlapping IPv6 one, is a conflict that
-// forceAddress resolves by deleting it. Either way the link's MAC is
-// pinned (pinMAC) — also when the address was there already (a bridge an
+// forceAddress resolves by deleting it. The link's MAC is the caller's to
+// pin (pinBridgeMAC for the bridge, before the port joins; pinMAC for a
+// VLAN interface) — also when the address was there already (a bridge an
 // administrator or another tool gave the gateway address, or an ADD killed
 // after adding it), as the reference does since v1.10.0: a gateway whose
 // MAC follows the bridge's ports changes it as containers come and go,
 // and the containers' neighbour entries for the gateway go stale.
-func ensureAddr(hh *netlinkx.Handle, l *netlinkx.Link, gw netip.Prefix, force bool) error {
+func ensureAddr(hh *netlinkx.Handle, link string, gw netip.Prefix, force bool) error {
 	fam := unix.AF_INET6
 	if gw.Addr().Is4() {
 		fam = unix.AF_INET
 	}
-	addrs, err := hh.Addrs(l.Name, fam)
+	addrs, err := hh.Addrs(link, fam)
 	if err != nil {
 		return fmt.Errorf("could not get list of IP addresses: %w", netlinkx.Cause(err))
 	}
@@ -498,21 +496,21 @@ func ensureAddr(hh *netlinkx.Handle, l *netlinkx.Link, gw netip.Prefix, force bo
 		}
 		if fam == unix.AF_INET || a.Prefix.Masked().Contains(gw.Addr()) || gw.Masked().Contains(a.Prefix.Addr()) {
 			if !force {
-				return fmt.Errorf("%q already has an IP address different from %v", l.Name, want)
+				return fmt.Errorf("%q already has an IP address different from %v", link, want)
 			}
-			if err := hh.DelAddr(l.Name, a.Prefix); err != nil {
-				return fmt.Errorf("could not remove IP address from %q: %w", l.Name, netlinkx.Cause(err))
+			if err := hh.DelAddr(link, a.Prefix); err != nil {
+				return fmt.Errorf("could not remove IP address from %q: %w", link, netlinkx.Cause(err))
 			}
 		}
 	}
 	if !found {
 		// No DAD for the gateway: IPAM never hands it out, and with DAD
 		// the container's IPv6 default route is unusable for the first ~2 s.
-		if err := hh.AddAddr(l.Name, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("could not add IP address %s to %q: %w", want, l.Name, netlinkx.Cause(err))
+		if err := hh.AddAddr(link, gw, netlinkx.AddrOpts{NoDAD: true}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("could not add IP address %s to %q: %w", want, link, netlinkx.Cause(err))
 		}
 	}
-	return pinMAC(hh, l)
+	return nil
 }
 
 // pinBridgeMAC pins gateway bridge br's MAC (pinMAC) before this ADD's
@@ -572,7 +570,7 @@ func pinMAC(hh *netlinkx.Handle, l *netlinkx.Link) error {
 	if err := hh.SetMAC(l.Name, mac); err != nil {
 		return fmt.Errorf("could not set bridge's mac: %w", netlinkx.Cause(err))
 	}
-	l.MAC = mac // the next gateway's ensureAddr pins the same
+	l.MAC = mac // what the result reports
 	return nil
 }
 
