@@ -128,9 +128,25 @@ func IptablesPrograms(path string) []string {
 	return out
 }
 
+// Program finds the executable file name as iptables-nft's users find
+// theirs (the directories of $PATH, then the usual ones a runtime's PATH
+// may lack), without running it: the reference plugins' lookup of
+// "iptables", for handing attachments back to them.
+func Program(name string) (string, bool) {
+	var found string
+	programs(os.Getenv("PATH"), []string{name}, func(p string) bool { found = p; return false })
+	return found, found != ""
+}
+
 // iptablesPrograms calls yield with each executable file of iptablesNames
 // in the directories of path and usualDirs, until yield returns false.
 func iptablesPrograms(path string, yield func(string) bool) {
+	programs(path, iptablesNames, yield)
+}
+
+// programs calls yield with each executable file of names in the
+// directories of path and usualDirs, until yield returns false.
+func programs(path string, names []string, yield func(string) bool) {
 	var dirs []string
 	for _, d := range slices.Concat(filepath.SplitList(path), usualDirs) {
 		if d != "" && filepath.IsAbs(d) && !slices.Contains(dirs, d) {
@@ -138,7 +154,7 @@ func iptablesPrograms(path string, yield func(string) bool) {
 		}
 	}
 	for _, d := range dirs {
-		for _, n := range iptablesNames {
+		for _, n := range names {
 			p := filepath.Join(d, n)
 			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 				if !yield(p) {

@@ -10,12 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/nftcni/nftcni/cni"
+	"github.com/nftcni/nftcni/nft/foreign"
 	"github.com/nftcni/nftcni/nft/reference"
 )
 
@@ -91,18 +90,7 @@ func Check(err error, at reference.Attachment) error {
 
 // iptablesProgram is where the reference finds iptables: PATH, and the
 // usual directories when PATH lacks them (a package manager's scripts).
-func iptablesProgram() (string, bool) {
-	if p, err := exec.LookPath("iptables"); err == nil {
-		return p, true
-	}
-	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		p := filepath.Join(dir, "iptables")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, true
-		}
-	}
-	return "", false
-}
+func iptablesProgram() (string, bool) { return foreign.Program("iptables") }
 
 // NFTBackend says whether the reference would use its nftables backend
 // for a plugin whose backend key (ipMasqBackend, portmap's backend) is
