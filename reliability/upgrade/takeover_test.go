@@ -24,9 +24,11 @@ import (
 // package runs after it replaced the reference plugins).
 
 // ruleset is the host's ruleset as nft and iptables-save show it, with
-// handles: what a second takeover must leave exactly as it was.
+// handles and without counter values (-s; IptablesSave drops them too),
+// which traffic between two reads moves: what a second takeover must
+// leave exactly as it was.
 func (s *switchHost) ruleset() string {
-	return hostfw.Run(s.t, s.host.NS, "", "nft", "-a", "list", "ruleset") + "\n" + hostfw.IptablesSave(s.t, s.host.NS)
+	return hostfw.Run(s.t, s.host.NS, "", "nft", "-s", "-a", "list", "ruleset") + "\n" + hostfw.IptablesSave(s.t, s.host.NS)
 }
 
 // takeOver runs `nftcni takeover` and checks what it did to c: nothing of
