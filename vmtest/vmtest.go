@@ -424,7 +424,7 @@ func bootUntilDone(ctx context.Context, out io.Writer, res *Result, pkgs []testP
 				left = append(left, p)
 			}
 		}
-		why := fmt.Sprintf("the emulated guest kernel crashed after %.0fs%s (%q; the emulator's races: vmtest/qemu.go); booted again for the %d package(s) it had not finished",
+		why := fmt.Sprintf("the emulated guest kernel crashed after %.0fs%s (%q; on crashes of the emulated guest: vmtest/README.md); booted again for the %d package(s) it had not finished",
 			time.Since(t0).Seconds(), con.crashedIn, con.crash, len(left))
 		res.Rebooted = append(res.Rebooted, why)
 		fmt.Fprintf(out, "vmtest: %s\n", why)
