@@ -2,7 +2,10 @@ package vmtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -216,23 +219,115 @@ func TestConsole(t *testing.T) {
 	}
 }
 
-// TestPatchTrap: only the emulator's code-patching race ("Oops: int3")
-// marks a crashed guest for one more boot; any other oops does not.
-func TestPatchTrap(t *testing.T) {
+// TestCrashHeadline: the kernel's own oops and panic lines open a crash
+// report, whatever the oops; a test's log line or a warning does not.
+func TestCrashHeadline(t *testing.T) {
 	for _, tc := range []struct {
-		line string
-		want bool
+		line, want string
 	}{
-		{"[   79.358418] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", true},
-		{"[   12.000001] Oops: general protection fault, probably for non-canonical address", false},
-		{"[    3.100000] BUG: kernel NULL pointer dereference, address: 0000000000000008", false},
-		{"    some_test.go:12: int3", false},
+		{"[   79.358418] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"},
+		{"[   12.000001] Oops: general protection fault, probably for non-canonical address", "Oops: general protection fault, probably for non-canonical address"},
+		{"[    3.100000] BUG: kernel NULL pointer dereference, address: 0000000000000008", "BUG: kernel NULL pointer dereference, address: 0000000000000008"},
+		{"[  293.355298] Kernel panic - not syncing: Fatal exception in interrupt\r", "Kernel panic - not syncing: Fatal exception in interrupt"},
+		{"[   41.2] Unable to handle kernel paging request at virtual address dead000000000108", "Unable to handle kernel paging request at virtual address dead000000000108"},
+		{"[  293.355162] RIP: 0010:kmem_cache_alloc_lru_noprof+0xca/0x300", ""},
+		{"[    9.000000] WARNING: CPU: 1 PID: 7 at net/core/dev.c:1 x+0x1/0x2", ""},
+		{"    some_test.go:12: BUG: int3", ""},
+		{"BUG: not the kernel's", ""},
+		{"[not a time] Oops: x", ""},
 	} {
-		c := &console{out: func(string) {}, res: &Result{}, start: time.Now()}
-		c.line(tc.line)
-		if c.patchTrap != tc.want {
-			t.Errorf("%q: patchTrap %v, want %v", tc.line, c.patchTrap, tc.want)
+		if got := crashHeadline(tc.line); got != tc.want {
+			t.Errorf("%q: headline %q, want %q", tc.line, got, tc.want)
 		}
+	}
+}
+
+// TestBootUntilDone: a crashed emulated guest boots again for what it had
+// not finished, the package that was running included, at most
+// maxCrashBoots times; a crash under KVM, a hang and a crash that comes
+// back every time end the run with the error.
+func TestBootUntilDone(t *testing.T) {
+	pkgs := []testPkg{{ImportPath: "x/a"}, {ImportPath: "x/b"}, {ImportPath: "x/c"}}
+	crashed := errors.New("the guest stopped before finishing the tests")
+	// feed plays one boot: the packages it is given run until the one
+	// named by crashAt, where the kernel dies ("" runs them all).
+	feed := func(res *Result, left []testPkg, crashAt string) (*console, error) {
+		c := &console{out: func(string) {}, res: res, start: time.Now()}
+		for _, p := range left {
+			c.line("@@vmtest:start " + p.ImportPath + " 1.0")
+			if p.ImportPath == crashAt {
+				c.line("[  293.355100] Oops: general protection fault: 0000 [#1] PREEMPT SMP NOPTI")
+				c.line("[  293.355298] Kernel panic - not syncing: Fatal exception in interrupt")
+				return c, crashed
+			}
+			c.line("--- PASS: TestX (0.00s)")
+			c.line("@@vmtest:end " + p.ImportPath + " 0 2.0")
+		}
+		c.line("@@vmtest:done 0")
+		return c, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		accel   string
+		crashes []string // per boot: where the kernel dies
+		hang    bool     // the first boot hangs instead (no crash line)
+		wantErr bool
+		// the packages each boot was given, and the extra boots recorded
+		wantBoots [][]string
+	}{
+		{name: "no crash", accel: "tcg", crashes: []string{""},
+			wantBoots: [][]string{{"x/a", "x/b", "x/c"}}},
+		{name: "one crash", accel: "tcg", crashes: []string{"x/b", ""},
+			wantBoots: [][]string{{"x/a", "x/b", "x/c"}, {"x/b", "x/c"}}},
+		{name: "crash every time", accel: "tcg", crashes: []string{"x/b", "x/b", "x/b", "x/b"}, wantErr: true,
+			wantBoots: [][]string{{"x/a", "x/b", "x/c"}, {"x/b", "x/c"}, {"x/b", "x/c"}, {"x/b", "x/c"}}},
+		{name: "under kvm", accel: "kvm", crashes: []string{"x/a"}, wantErr: true,
+			wantBoots: [][]string{{"x/a", "x/b", "x/c"}}},
+		{name: "hung", accel: "tcg", hang: true, wantErr: true,
+			wantBoots: [][]string{{"x/a", "x/b", "x/c"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &Result{Accel: tc.accel}
+			var boots [][]string
+			err := bootUntilDone(context.Background(), io.Discard, res, pkgs, func(left []testPkg) (*console, error) {
+				var names []string
+				for _, p := range left {
+					names = append(names, p.ImportPath)
+				}
+				boots = append(boots, names)
+				if tc.hang {
+					return &console{out: func(string) {}, res: res}, errors.New("the guest did not finish")
+				}
+				return feed(res, left, tc.crashes[len(boots)-1])
+			})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if !reflect.DeepEqual(boots, tc.wantBoots) {
+				t.Errorf("boots %q, want %q", boots, tc.wantBoots)
+			}
+			if len(res.Rebooted) != len(tc.wantBoots)-1 {
+				t.Errorf("rebooted %q, want %d", res.Rebooted, len(tc.wantBoots)-1)
+			}
+			for _, why := range res.Rebooted {
+				if !strings.Contains(why, "Oops: general protection fault") || !strings.Contains(why, "while running the tests of x/b") {
+					t.Errorf("rebooted line does not name the crash and the package: %s", why)
+				}
+			}
+			if tc.wantErr {
+				return
+			}
+			var done []string
+			for _, p := range res.Packages {
+				if p.Exit != 0 {
+					t.Errorf("package %s left with exit %d", p.ImportPath, p.Exit)
+				}
+				done = append(done, p.ImportPath)
+			}
+			if !reflect.DeepEqual(done, []string{"x/a", "x/b", "x/c"}) {
+				t.Errorf("packages %q, want each once", done)
+			}
+		})
 	}
 }
 

@@ -243,13 +243,13 @@ func (p *PackageResult) summary() string {
 	return fmt.Sprintf("%s\t%s\t%.3fs (in the VM)", v, p.ImportPath, p.Elapsed.Seconds())
 }
 
-// maxPatchTrapBoots is how many times a run boots its guest again after
-// the emulator's code-patching race (patchTrapOops) killed it. In Debian's
-// 6.12 guest it struck about every other full run, each time while dhcp
-// tests ran (the socket-timestamp static key switching as sockets come and
-// go); three more boots make a run lost to it rare, and a crash that
-// comes back every time still fails.
-const maxPatchTrapBoots = 3
+// maxCrashBoots is how many times a run boots its emulated guest again
+// after its kernel crashed (crashHeadline: the emulator's races struck
+// Debian's 6.12 guest about every other full run here). Three more boots
+// make a run lost to them rare; a crash the tests cause comes back when
+// the package that was running starts over, every time, and still fails
+// the run.
+const maxCrashBoots = 3
 
 // Run builds the image, boots it and returns what the guest reported. An
 // error means the run itself failed (build, boot, hung or crashed guest);
@@ -366,46 +366,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	fmt.Fprintf(cfg.Out, "vmtest: %d package(s), %s kernel %s, %s, %d CPUs, %d MiB; built in %.1fs\n",
 		len(pkgs), res.Arch, res.KernelVersion, res.Accel, cfg.CPUs, cfg.MemoryMiB, res.Build.Seconds())
 
-	con := &console{out: cfg.lineFilter(), res: res}
 	vmTimeout, limit := cfg.Timeout-time.Since(t0), cfg.Timeout
 	if cfg.Timeout <= 0 {
 		vmTimeout, limit = 24*time.Hour, 24*time.Hour
 	}
 	args := qemuArgs(cfg.arch, res.Accel, cfg.CPUs, cfg.MemoryMiB, bootKernel, initrd, cfg.arch.kernelCmdline())
-	runErr := runQEMU(ctx, cfg.QEMU, args, vmTimeout, limit, con)
-	res.ModuleFailures = con.modFail
-	// An emulated guest that died of the emulator's code-patching race
-	// (patchTrapOops) boots again for the packages it did not finish, at
-	// most maxPatchTrapBoots times; the summary says so. Anything else
-	// fails the run, and so does a crash beyond that.
-	for runErr != nil && con.patchTrap && res.Accel == "tcg" && ctx.Err() == nil && len(res.Rebooted) < maxPatchTrapBoots {
-		res.Packages = slices.DeleteFunc(res.Packages, func(p PackageResult) bool { return p.Exit == -1 })
-		finished := map[string]bool{}
-		for _, p := range res.Packages {
-			finished[p.ImportPath] = true
-		}
-		var left []testPkg
-		for _, p := range pkgs {
-			if !finished[p.ImportPath] {
-				left = append(left, p)
+	first := true
+	runErr := bootUntilDone(ctx, cfg.Out, res, pkgs, func(left []testPkg) (*console, error) {
+		if !first {
+			spec.pkgs = left
+			if err := writeInitramfs(initrd, spec); err != nil {
+				return nil, err
+			}
+			vmTimeout = cfg.Timeout - time.Since(t0)
+			if cfg.Timeout <= 0 {
+				vmTimeout = 24 * time.Hour
 			}
 		}
-		why := fmt.Sprintf("the emulated guest kernel died of an int3 trap while patching its own code (%q, the emulator's race: vmtest/qemu.go) after %.0fs; booted again for the %d package(s) it had not finished",
-			patchTrapOops, time.Since(t0).Seconds(), len(left))
-		res.Rebooted = append(res.Rebooted, why)
-		fmt.Fprintf(cfg.Out, "vmtest: %s\n", why)
-		spec.pkgs = left
-		if runErr = writeInitramfs(initrd, spec); runErr != nil {
-			break
-		}
-		con = &console{out: cfg.lineFilter(), res: res}
-		vmTimeout = cfg.Timeout - time.Since(t0)
-		if cfg.Timeout <= 0 {
-			vmTimeout = 24 * time.Hour
-		}
-		runErr = runQEMU(ctx, cfg.QEMU, args, vmTimeout, limit, con)
-		res.ModuleFailures = append(res.ModuleFailures, con.modFail...)
-	}
+		first = false
+		con := &console{out: cfg.lineFilter(), res: res}
+		return con, runQEMU(ctx, cfg.QEMU, args, vmTimeout, limit, con)
+	})
 	res.VM = time.Since(t0) - res.Build
 	seen := map[string]bool{}
 	for _, p := range res.Packages {
@@ -417,6 +398,42 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	return res, runErr
+}
+
+// bootUntilDone boots the guest for pkgs and, while an emulated guest's
+// kernel crashes (console.crash), again for the packages it did not finish
+// (the one running when it died starts over), at most maxCrashBoots more
+// times; each extra boot is recorded in res.Rebooted with the crash's
+// headline. A hung guest, a crash under KVM, a crash beyond that and a
+// failed boot end it with their error.
+func bootUntilDone(ctx context.Context, out io.Writer, res *Result, pkgs []testPkg, boot func(left []testPkg) (*console, error)) error {
+	t0 := time.Now()
+	con, err := boot(pkgs)
+	if con != nil {
+		res.ModuleFailures = append(res.ModuleFailures, con.modFail...)
+	}
+	for err != nil && con != nil && con.crash != "" && res.Accel == "tcg" && ctx.Err() == nil && len(res.Rebooted) < maxCrashBoots {
+		res.Packages = slices.DeleteFunc(res.Packages, func(p PackageResult) bool { return p.Exit == -1 })
+		finished := map[string]bool{}
+		for _, p := range res.Packages {
+			finished[p.ImportPath] = true
+		}
+		var left []testPkg
+		for _, p := range pkgs {
+			if !finished[p.ImportPath] {
+				left = append(left, p)
+			}
+		}
+		why := fmt.Sprintf("the emulated guest kernel crashed after %.0fs%s (%q; on crashes of the emulated guest: vmtest/README.md); booted again for the %d package(s) it had not finished",
+			time.Since(t0).Seconds(), con.crashedIn, con.crash, len(left))
+		res.Rebooted = append(res.Rebooted, why)
+		fmt.Fprintf(out, "vmtest: %s\n", why)
+		con, err = boot(left)
+		if con != nil {
+			res.ModuleFailures = append(res.ModuleFailures, con.modFail...)
+		}
+	}
+	return err
 }
 
 // resolve fills in defaults and checks the tools.
@@ -563,7 +580,7 @@ func (r *Result) Summary(w io.Writer) {
 		passed += len(p.Passed)
 	}
 	for i, why := range r.Rebooted {
-		fmt.Fprintf(w, "rebooted (%d of at most %d): %s\n", i+1, maxPatchTrapBoots, why)
+		fmt.Fprintf(w, "rebooted (%d of at most %d): %s\n", i+1, maxCrashBoots, why)
 	}
 	fmt.Fprintf(w, "tests and subtests: %d passed, %d skipped, %d failed\n", passed, len(skipped), r.failedCount())
 	fmt.Fprintf(w, "times: build %.1fs; in the VM: init at %.1fs, modules loaded at %.1fs, first test at %.1fs (boot-to-first-test); VM total %.1fs\n",
