@@ -42,7 +42,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 FUZZTIME ?= 60s
 TESTFLAGS ?=
 PKGS     ?= ./...
-# The reference plugins the differential suite (differential/) compares
+# The reference plugins the differential suite (tests/differential/) compares
 # with: every plugin of containernetworking/plugins, built with
 # CGO_ENABLED=0 go install from the Go module proxy. The tests find them
 # through NFTCNI_REFERENCE_DIR, which test and vmtest set. The newest
@@ -57,7 +57,7 @@ GUEST_ARCH = $(or $(ARCH),$(HOST_GOARCH))
 GUEST_REFDIR = $(if $(filter $(HOST_GOARCH),$(GUEST_ARCH)),$(REFDIR),$(REFDIR)/$(GUEST_ARCH))
 REFERENCE_MODULE := github.com/containernetworking/plugins/plugins
 # SWITCH_VERSIONS: the reference releases the switching tests
-# (reliability/upgrade) attach containers with before nftcni takes over;
+# (tests/reliability/upgrade) attach containers with before nftcni takes over;
 # each gets the plugins those tests run, in .cache/reference/<version>
 # (the same directory as REFDIR's for that version), and the tests find
 # them through NFTCNI_REFERENCE_VERSIONS.
@@ -177,12 +177,12 @@ clean:
 # plugin directory; BENCH_ITER, BENCH_WORKERS, BENCH_PARALLEL, BENCH_EXISTING (a list of
 # counts, default 110,250,1000), BENCH_LIST tune it.
 bench:
-	$(GO) test -tags nftcni_bench -count=1 -timeout 120m -run '^TestBench$$' -v ./bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
+	$(GO) test -tags nftcni_bench -count=1 -timeout 120m -run '^TestBench$$' -v ./tests/bench/ 2>&1 | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
 # See it work: throwaway namespaces, ADD through the CLI, packets, CHECK, DEL,
 # nothing left behind (needs root).
 demo: build
-	$(GO) run ./demo -bin bin
+	$(GO) run ./tests/demo -bin bin
 
 # The privileged suite inside a VM (qemu, Debian's linux-image-<arch> kernel,
 # busybox-static); every VMTEST_* variable of vmtest/README.md applies.

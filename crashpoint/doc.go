@@ -1,4 +1,4 @@
-// Package crashpoint lets the crash-injection suite (reliability/crash)
+// Package crashpoint lets the crash-injection suite (tests/reliability/crash)
 // kill a plugin process abruptly at a chosen mutation step, to prove that
 // whatever a killed ADD left behind, DEL and GC clean up.
 //

@@ -47,7 +47,7 @@ var Modules = []string{
 	// -j MARK): both are xt_mark.
 	"xt_mark",
 	// The reference portmap's entry rules (-m multiport), which the
-	// switching tests (reliability/upgrade) have the reference make.
+	// switching tests (tests/reliability/upgrade) have the reference make.
 	"xt_multiport",
 }
 

@@ -24,7 +24,7 @@ const Module = "github.com/nftcni/nftcni"
 
 // NotProduct are the trees that are tests, tools or examples: they may
 // import what they need, and product code may not import them.
-var NotProduct = []string{"internal", "nft/internal/nfttest", "vmtest", "bench", "conformance", "demo", "differential", "examples", "reliability", "contrib", "scripts", "docs"}
+var NotProduct = []string{"internal", "nft/internal/nfttest", "vmtest", "tests", "examples", "contrib", "scripts", "docs"}
 
 // Root is the source tree of a test in a package two levels below it
 // (internal/<name>). The VM guest has no source tree: the test is skipped

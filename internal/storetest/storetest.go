@@ -1,6 +1,6 @@
 // Package storetest reads a host-local store the way tests compare it with
 // the reference's. It depends on nothing privileged, so black-box packages
-// (conformance) can use it without being taken for privileged tests.
+// (tests/conformance) can use it without being taken for privileged tests.
 package storetest
 
 import (

@@ -19,7 +19,7 @@ import (
 // programs exactly as the reference plugins make them (their commands,
 // and the rules `iptables-save` and `nft list ruleset` show after a real
 // reference ADD); the end-to-end tests with the reference binaries
-// themselves are in reliability/upgrade.
+// themselves are in tests/reliability/upgrade.
 
 // refCtr is one attachment made by the reference, with the parts it has.
 type refCtr struct {

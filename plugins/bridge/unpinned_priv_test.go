@@ -16,7 +16,7 @@ import (
 )
 
 // TestAddOnBridgeThatLostItsPorts is the crash suite's finding
-// (reliability/crash): an ADD killed after creating the bridge but before
+// (tests/reliability/crash): an ADD killed after creating the bridge but before
 // pinning its MAC, then DEL, leaves a bridge without ports whose MAC the
 // kernel has reset to zero. The next ADD failed with "could not set
 // bridge's mac: cannot assign requested address" for every container from

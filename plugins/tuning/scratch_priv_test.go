@@ -7,7 +7,7 @@ import (
 )
 
 // TestDelRemovesKilledAddScratch is the crash suite's finding
-// (reliability/crash): an ADD killed after writing its backup to a temp
+// (tests/reliability/crash): an ADD killed after writing its backup to a temp
 // file but before renaming it left ".<id>_<ifname>.json.tmp*" in the
 // backup directory for good (GC skips dot files). DEL of that attachment
 // must remove it, and leave other attachments' files alone.

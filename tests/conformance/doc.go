@@ -8,5 +8,5 @@
 // The tests need no privileges: only IPAM plugins are exercised, and IPAM
 // plugins never enter the network namespace they are given.
 //
-//	go test ./conformance/
+//	go test ./tests/conformance/
 package conformance

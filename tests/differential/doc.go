@@ -33,9 +33,9 @@
 // this kernel lacks (vlan, ipvlan, vrf, dummy on the development machine)
 // skip on the host and run in the vmtest VM, which runs only those.
 //
-//	make test PKGS=./differential/                # as root: builds the reference, runs the suite
-//	make vmtest PKG=./differential/               # the scenarios the host cannot run
-//	NFTCNI_REFERENCE_DIR=$PWD/.cache/reference/v1.10.0 go test -run 'TestDifferential/scenario/bridge/' ./differential/
+//	make test PKGS=./tests/differential/          # as root: builds the reference, runs the suite
+//	make vmtest PKG=./tests/differential/         # the scenarios the host cannot run
+//	NFTCNI_REFERENCE_DIR=$PWD/.cache/reference/v1.10.0 go test -run 'TestDifferential/scenario/bridge/' ./tests/differential/
 //
 // For finding out why a scenario differs: NFTCNI_DIFF_OUTPUTS=1 (with -v)
 // logs every plugin's printed answer on both sides, NFTCNI_DIFF_DUMP=<regexp>

@@ -372,7 +372,7 @@ func report(t *testing.T, sc *scenario, ds []difference) {
 // heading, up to the next heading of the same level, whitespace folded.
 func differencesSection(t *testing.T, readme string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", readme))
+	b, err := os.ReadFile(filepath.Join("..", "..", readme))
 	if err != nil {
 		t.Fatal(err)
 	}
