@@ -48,6 +48,9 @@ type Conn struct {
 	// while Update holds the writer lock.
 	dialSide func() (*netlink.Conn, error)
 	sides    []*netlink.Conn
+	// probes caches feature probes; nil, for every Conn but a test's, is
+	// the process's cache (probed).
+	probes *probeCache
 }
 
 // Open dials nf_tables inside ns (nil: the calling thread's namespace,

@@ -9,6 +9,14 @@ func ResetProbes() {
 	probed.err = [numFeatures]error{}
 }
 
+// OwnProbes gives c a feature-probe cache of its own and returns c: a
+// test probing a fake kernel through it neither reads nor changes the
+// process's answers, so it runs in parallel with the others.
+func (c *Conn) OwnProbes() *Conn {
+	c.probes = new(probeCache)
+	return c
+}
+
 // SetupPaths reports how many Setups took a lookup path (fast or recorded) so
 // far, and how many of those fell back to the slow path.
 func SetupPaths() (fast, fallback int64) { return paths.fast.Load(), paths.fallback.Load() }

@@ -67,14 +67,17 @@ func (f Feature) unsupported(err error) error {
 	return &nlerr.UnsupportedError{What: "nftables: " + f.String(), Linux: kernel, Err: err}
 }
 
-// probed caches definitive answers per process: the kernel does not change
-// under us, and all namespaces share it. Errors that say nothing about the
-// kernel (EPERM, ENOMEM, timeouts) are not cached.
-var probed struct {
+// probeCache holds definitive answers of feature probes. Errors that say
+// nothing about the kernel (EPERM, ENOMEM, timeouts) are not cached.
+type probeCache struct {
 	sync.Mutex
 	known [numFeatures]bool
 	err   [numFeatures]error // nil: supported
 }
+
+// probed caches the answers per process, for every Conn: the kernel does
+// not change under us, and all namespaces share it.
+var probed probeCache
 
 // Require returns nil when the kernel has f, an *nlerr.UnsupportedError
 // when it does not, and any other error when it could not tell.
@@ -82,10 +85,14 @@ func (c *Conn) Require(f Feature) error {
 	if f < 0 || f >= numFeatures {
 		return fmt.Errorf("nftables: unknown feature %d", int(f))
 	}
-	probed.Lock()
-	defer probed.Unlock()
-	if probed.known[f] {
-		return probed.err[f]
+	p := c.probes
+	if p == nil {
+		p = &probed
+	}
+	p.Lock()
+	defer p.Unlock()
+	if p.known[f] {
+		return p.err[f]
 	}
 	err := c.probe(f)
 	if err != nil && !definitive(err) {
@@ -94,7 +101,7 @@ func (c *Conn) Require(f Feature) error {
 	if err != nil {
 		err = f.unsupported(err)
 	}
-	probed.known[f], probed.err[f] = true, err
+	p.known[f], p.err[f] = true, err
 	return err
 }
 

@@ -33,10 +33,10 @@ func TestUnsupportedErrorText(t *testing.T) {
 }
 
 // A kernel refusing the probe's concatenated interval set: Explain turns
-// the failure of a real batch into the feature's error, once per process.
+// the failure of a real batch into the feature's error, probing once (the
+// answer is cached: per process, here per Conn, OwnProbes).
 func TestExplainUnsupported(t *testing.T) {
-	nft.ResetProbes()
-	t.Cleanup(nft.ResetProbes)
+	t.Parallel()
 	probes := 0
 	f := &nfttest.Fake{Reject: func(m netlink.Message) unix.Errno {
 		if int(m.Header.Type)&0xff == unix.NFT_MSG_NEWSET {
@@ -45,7 +45,7 @@ func TestExplainUnsupported(t *testing.T) {
 		}
 		return 0
 	}}
-	c := f.Conn()
+	c := f.Conn().OwnProbes()
 	cause := errors.New("adding set: invalid argument")
 	for range 2 {
 		err := c.Explain(cause, nft.ConcatRanges)
@@ -72,11 +72,10 @@ func TestExplainUnsupported(t *testing.T) {
 }
 
 func TestExplainSupported(t *testing.T) {
-	nft.ResetProbes()
-	t.Cleanup(nft.ResetProbes)
+	t.Parallel()
 	f := &nfttest.Fake{}
 	cause := errors.New("something else")
-	if err := f.Conn().Explain(cause, nft.ConcatRanges, nft.Destroy); err != cause {
+	if err := f.Conn().OwnProbes().Explain(cause, nft.ConcatRanges, nft.Destroy); err != cause {
 		t.Errorf("Explain = %v, want the original error", err)
 	}
 }

@@ -160,6 +160,10 @@ type Attachment struct {
 	// Iptables says when iptables-nft's FORWARD chains get the accepts
 	// (the zero value: where iptables can be used, see foreign.Use).
 	Iptables foreign.Use
+	// iptablesReachable pins, for a test, whether an iptables program is
+	// reachable (foreign.Use.Protects); nil, as every caller outside the
+	// package's tests leaves it, is the machine's answer.
+	iptablesReachable func() bool
 }
 
 // chains are the foreign chains a's accepts go to.
@@ -426,7 +430,7 @@ func protects(r foreign.Reader, a Attachment) (bool, error) {
 	if len(a.Addrs) == 0 {
 		return false, nil
 	}
-	return a.Iptables.Protects(r)
+	return a.Iptables.Protects(r, a.iptablesReachable)
 }
 
 // fellBack counts a lookup path's failure (lookupRuns); the Update then

@@ -25,19 +25,19 @@ import (
 var sample, other = nfttest.Sample, nfttest.Other
 
 // The package's tests are about what Setup does where iptables can be
-// used and, pinned otherwise (noIptables), where it cannot (foreign.Use):
-// the machine they run on, with or without an iptables program, must not
-// decide which.
+// used and, pinned otherwise per attachment (noIptables), where it cannot
+// (foreign.Use): the machine they run on, with or without an iptables
+// program, must not decide which. The pin is set once, before any test
+// runs; no test changes it.
 func TestMain(m *testing.M) {
 	foreign.IptablesReachable = func() bool { return true }
 	os.Exit(m.Run())
 }
 
-// noIptables makes the test's host one without an iptables program.
-func noIptables(t *testing.T) {
-	saved := foreign.IptablesReachable
-	foreign.IptablesReachable = func() bool { return false }
-	t.Cleanup(func() { foreign.IptablesReachable = saved })
+// noIptables is a on a host without an iptables program.
+func noIptables(a Attachment) Attachment {
+	a.iptablesReachable = func() bool { return false }
+	return a
 }
 
 // use makes a fake nf_tables starting from st, and the namespace handle
@@ -243,9 +243,9 @@ func freshNotes() []string {
 // of iptables-nft's (foreign.Use): setup_fresh without the filter tables,
 // and no chain of others read.
 func TestGoldenSetupNoIptables(t *testing.T) {
-	noIptables(t)
+	t.Parallel()
 	st := nfttest.State{Gen: 7, Tables: map[string]bool{"inet filter": true}, Chains: map[string][]string{"inet filter forward": nil}}
-	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
+	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, noIptables(sampleAttachment)) })
 	nfttest.Golden(t, "setup_no_iptables", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes()))
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
@@ -257,8 +257,8 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 // the accepts where they are: the repeated Setup writes what setup_again
 // does.
 func TestGoldenSetupIptablesTableOnly(t *testing.T) {
-	noIptables(t)
-	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
+	t.Parallel()
+	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, noIptables(sampleAttachment)) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
@@ -655,6 +655,7 @@ func TestCheck(t *testing.T) {
 // Where ADD puts no accepts into iptables-nft's chains (foreign.Use),
 // CHECK wants none there; where it does, it wants them.
 func TestCheckIptablesUse(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		edit    func(*nfttest.State)
@@ -671,13 +672,14 @@ func TestCheckIptablesUse(t *testing.T) {
 		{"never, none there", withoutIptables, foreign.UseNever, true, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if !tt.program {
-				noIptables(t)
-			}
+			t.Parallel()
 			st := existing()
 			tt.edit(&st)
 			_, ns := use(t, st)
 			a := sampleAttachment
+			if !tt.program {
+				a = noIptables(a)
+			}
 			a.Iptables = tt.use
 			if got := errText(Check(ns, a)); got != tt.want {
 				t.Errorf("Check = %q, want %q", got, tt.want)

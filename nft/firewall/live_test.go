@@ -330,12 +330,11 @@ func TestLiveForeignChain(t *testing.T) {
 // configuration then says "never" loses its accepts there on its next
 // Setup, and iptables-nft's table made for them goes with them.
 func TestLiveWithoutIptables(t *testing.T) {
-	noIptables(t)
 	ns := privtest.NewNS(t)
 	c := dial(t, ns)
 	ipFilter := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}
 	o := ownerid.Owner{Network: "net1", ContainerID: "c0ffee", IfName: "eth0"}
-	a := Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5")}
+	a := noIptables(Attachment{Owner: o, Addrs: addrs("10.99.0.5", "fd00:99::5")})
 	for range 2 {
 		if err := Setup(ns, a); err != nil {
 			t.Fatal(err)
@@ -347,7 +346,7 @@ func TestLiveWithoutIptables(t *testing.T) {
 	if err := Check(ns, a); err != nil {
 		t.Error(err)
 	}
-	b := Attachment{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Addrs: addrs("10.99.0.6"), Iptables: foreign.UseAlways}
+	b := noIptables(Attachment{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}, Addrs: addrs("10.99.0.6"), Iptables: foreign.UseAlways})
 	if err := Setup(ns, b); err != nil {
 		t.Fatal(err)
 	}

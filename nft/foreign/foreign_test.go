@@ -118,6 +118,7 @@ func TestMark(t *testing.T) {
 // The rule for iptables-nft's FORWARD chains: the key's values, and auto's
 // two conditions.
 func TestUse(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		value          string
 		use            Use
@@ -145,10 +146,7 @@ func TestUse(t *testing.T) {
 			}
 			continue
 		}
-		saved := IptablesReachable
-		IptablesReachable = func() bool { return tt.program }
-		got, err := u.Protects(stub{inUse: tt.table})
-		IptablesReachable = saved
+		got, err := u.Protects(stub{inUse: tt.table}, func() bool { return tt.program })
 		if got != tt.protects || err != nil {
 			t.Errorf("%q with program %v, table %v: Protects = %v, %v; want %v", tt.value, tt.program, tt.table, got, err, tt.protects)
 		}

@@ -79,15 +79,20 @@ func (u Use) String() string {
 }
 
 // Protects reports whether ADD, under u, puts accepts into iptables-nft's
-// FORWARD chains on the host r reads.
-func (u Use) Protects(r Reader) (bool, error) {
+// FORWARD chains on the host r reads. reachable tells whether an iptables
+// program is reachable there; nil is IptablesReachable, what every product
+// caller passes (a test pins the machine's answer per call).
+func (u Use) Protects(r Reader, reachable func() bool) (bool, error) {
 	switch u {
 	case UseAlways:
 		return true, nil
 	case UseNever:
 		return false, nil
 	}
-	if IptablesReachable() {
+	if reachable == nil {
+		reachable = IptablesReachable
+	}
+	if reachable() {
 		return true, nil
 	}
 	return r.IptablesInUse()
@@ -100,9 +105,12 @@ var iptablesNames = []string{"iptables", "ip6tables", "iptables-nft", "ip6tables
 var usualDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // IptablesReachable reports whether an iptables program is reachable,
-// looked for once per process. A variable so that the components' tests
-// can pin what the machine they run on has: their subject is what Setup
-// does either way (this package's tests cover the search).
+// looked for once per process. A variable so that a component's test
+// binary can pin what the machine it runs on has, once, before its tests
+// run (TestMain): their subject is what Setup does either way (this
+// package's tests cover the search). A test that wants the other answer
+// passes it per call (Protects' reachable), never by changing this, so
+// that the tests run in parallel.
 var IptablesReachable = iptablesReachable
 
 // reachable is iptablesReachable's answer, looked for on first use (not

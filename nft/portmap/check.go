@@ -64,7 +64,7 @@ func CheckRecorded(ns *netns.NS, s Spec, addrs []netip.Addr) error {
 		return err
 	}
 	if len(s.Mappings) == 0 && rules[fam4] == 0 && rules[fam6] == 0 {
-		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains, Iptables: s.Iptables}
+		s = Spec{Owner: s.Owner, AcceptChains: s.AcceptChains, Iptables: s.Iptables, iptablesReachable: s.iptablesReachable}
 	}
 	s.Conditions4, s.Conditions6 = nil, nil // the recorded ones are elements
 	p, err := plan(s)

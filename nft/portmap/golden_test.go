@@ -26,8 +26,10 @@ import (
 var sample, other = nfttest.Sample, nfttest.Other
 
 // The package's tests are about what Setup does where iptables can be
-// used and, pinned otherwise, where it cannot (foreign.Use): the machine
-// they run on, with or without an iptables program, must not decide which.
+// used and, pinned otherwise per spec (Spec.iptablesReachable), where it
+// cannot (foreign.Use): the machine they run on, with or without an
+// iptables program, must not decide which. The pin is set once, before
+// any test runs; no test changes it.
 func TestMain(m *testing.M) {
 	foreign.IptablesReachable = func() bool { return true }
 	os.Exit(m.Run())
@@ -48,57 +50,65 @@ var web = Spec{
 
 // Golden tests run Setup and Teardown on a fake's namespace handle
 // (nfttest.Fake.NS), which is no namespace, and must never touch the
-// sysctls of the machine's (nil). Tests that get that far fake them
-// (fakeSysctls); anything else fails loudly. Live tests pass their own
-// namespace.
-func init() {
-	real := sysctls
-	noNamespace := func(ns *netns.NS) bool { return ns == nil || ns.Path() == "" }
-	sysctls.get = func(ns *netns.NS, name string) (string, error) {
-		if noNamespace(ns) {
-			panic("test reads sysctl " + name + " outside a namespace of its own")
-		}
-		return real.get(ns, name)
-	}
-	sysctls.set = func(ns *netns.NS, name, value string) error {
-		if noNamespace(ns) {
-			panic("test writes sysctl " + name + " outside a namespace of its own")
-		}
-		return real.set(ns, name, value)
-	}
+// sysctls of the machine's. Tests that get that far put fake ones under
+// their handle (fakeSysctls), and each test has its own handle, so they
+// run in parallel; one that does not fails (the handle has no file to
+// switch to: "bad file descriptor"). Live tests pass their own namespace.
+
+// sysctlFake is a test's route_localnet sysctls: vals, and the log of
+// writes ("name=value").
+type sysctlFake struct {
+	t      *testing.T
+	vals   map[string]string
+	writes []string
+	// refuse, when set, fails every write with it.
+	refuse error
 }
 
-// fakeSysctls replaces the sysctls of the namespace with vals for the
-// test and returns the log of writes ("name=value").
-func fakeSysctls(t *testing.T, vals map[string]string) *[]string {
-	t.Helper()
-	saved := sysctls
-	t.Cleanup(func() { sysctls = saved })
-	var writes []string
-	sysctls.get = func(_ *netns.NS, name string) (string, error) {
-		v, ok := vals[name]
-		if !ok {
-			return "", fs.ErrNotExist
-		}
-		return v, nil
-	}
-	sysctls.set = func(_ *netns.NS, name, value string) error {
-		if _, ok := vals[name]; !ok {
-			return fs.ErrNotExist
-		}
-		vals[name] = value
-		writes = append(writes, name+"="+value)
-		return nil
-	}
-	return &writes
+// fakeSysctls makes the route_localnet sysctls vals for the namespace
+// handles the test puts them under (on, run).
+func fakeSysctls(t *testing.T, vals map[string]string) *sysctlFake {
+	return &sysctlFake{t: t, vals: vals}
+}
+
+// on puts s under ns for the rest of the test, and returns ns.
+func (s *sysctlFake) on(ns *netns.NS) *netns.NS {
+	sysctlFakes.Store(ns, sysctlAccess{
+		get: func(_ *netns.NS, name string) (string, error) {
+			v, ok := s.vals[name]
+			if !ok {
+				return "", fs.ErrNotExist
+			}
+			return v, nil
+		},
+		set: func(_ *netns.NS, name, value string) error {
+			if s.refuse != nil {
+				return s.refuse
+			}
+			if _, ok := s.vals[name]; !ok {
+				return fs.ErrNotExist
+			}
+			s.vals[name] = value
+			s.writes = append(s.writes, name+"="+value)
+			return nil
+		},
+	})
+	s.t.Cleanup(func() { sysctlFakes.Delete(ns) })
+	return ns
+}
+
+// run is nfttest.Run with s under the fake's namespace handle.
+func (s *sysctlFake) run(st nfttest.State, op func(ns *netns.NS) error) *nfttest.Fake {
+	s.t.Helper()
+	return nfttest.Run(s.t, st, func(ns *netns.NS) error { return op(s.on(ns)) })
 }
 
 const cni0Localnet = "net/ipv4/conf/cni0/route_localnet"
 
-func wantWrites(t *testing.T, got *[]string, want ...string) {
+func wantWrites(t *testing.T, got *sysctlFake, want ...string) {
 	t.Helper()
-	if !slices.Equal(*got, want) {
-		t.Errorf("sysctl writes %q, want %q", *got, want)
+	if !slices.Equal(got.writes, want) {
+		t.Errorf("sysctl writes %q, want %q", got.writes, want)
 	}
 }
 
@@ -236,15 +246,16 @@ func localnetElem(e nft.Element) nfttest.Elem { return nfttest.Elem{Key: e.Key, 
 // policy set later keeps the accept); there is no IPv6 mapping, so no ip6
 // chain.
 func TestGoldenSetupFresh(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
+	f := sys.run(nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), createNotes("ip"), []string{
 		acceptNote("6", "10.88.0.5", "80", sample),
 	}))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
 	}
-	wantWrites(t, writes, cni0Localnet+"=1")
+	wantWrites(t, sys, cni0Localnet+"=1")
 }
 
 // webFreshNotes are web's Setup on a host without our tables, up to the
@@ -266,16 +277,16 @@ func webFreshNotes() []string {
 // iptables-nft's) Setup creates nothing of iptables-nft's: setup_fresh
 // without the FORWARD chain and its accept.
 func TestGoldenSetupNoIptables(t *testing.T) {
-	saved := foreign.IptablesReachable
-	foreign.IptablesReachable = func() bool { return false }
-	defer func() { foreign.IptablesReachable = saved }()
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
+	s := web
+	s.iptablesReachable = func() bool { return false }
+	f := sys.run(nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, s) })
 	nfttest.Golden(t, "setup_no_iptables", f.Only(t), webFreshNotes())
 	if slices.ContainsFunc(f.RuleReads, func(ch string) bool { return !strings.Contains(ch, " "+nft.TablePrefix) }) {
 		t.Errorf("rules read of %q, want none outside our tables", f.RuleReads)
 	}
-	wantWrites(t, writes, cni0Localnet+"=1")
+	wantWrites(t, sys, cni0Localnet+"=1")
 }
 
 var staticNotes6 = []string{
@@ -303,13 +314,14 @@ var staticNotes6 = []string{
 // ip6tables-nft's FORWARD chain is created for the accept, as ip6tables-nft
 // would; there is no IPv4 mapping, so no ip chain.
 func TestGoldenSetupFresh6(t *testing.T) {
+	t.Parallel()
 	s := Spec{Owner: sample,
 		Mappings: []Mapping{{HostIP: netip.IPv6Loopback(), HostPort: 8080, Proto: unix.IPPROTO_TCP,
 			Target: netip.MustParseAddrPort("[fd00:88::5]:80")}},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("fd00:88::5/64")},
 	}
-	writes := fakeSysctls(t, map[string]string{})
-	f := nfttest.Run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, s) })
+	sys := fakeSysctls(t, map[string]string{})
+	f := sys.run(nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_fresh6", f.Only(t), nfttest.Cat(staticNotes6, hairpinNotes("ip6", 64, "ffff:ffff:ffff:ffff::"), []string{
 		`nft add element ip6 nftcni_portmap hostip_ports { ::1 . tcp . 8080 : fd00:88::5 . 80 comment "` + tag + `" }`,
@@ -319,14 +331,15 @@ func TestGoldenSetupFresh6(t *testing.T) {
 	}, createNotes("ip6"), []string{
 		acceptNote("6", "fd00:88::5", "80", sample),
 	}))
-	wantWrites(t, writes)
+	wantWrites(t, sys)
 }
 
 // Repeating a Setup re-asserts the static objects and writes no rule and
 // no element; the marker's record gives the owner's elements to look up.
 func TestGoldenSetupAgain(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, web) })
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
@@ -337,28 +350,30 @@ func TestGoldenSetupAgain(t *testing.T) {
 		t.Errorf("rules read of %q, want ip filter FORWARD's", f.RuleReads)
 	}
 	// route_localnet is on already: read, not written again.
-	wantWrites(t, writes)
+	wantWrites(t, sys)
 }
 
 // A repeated Setup after something turned route_localnet off turns it on
 // again: the setting is read, and written only when it is not on.
 func TestSetupAgainLocalnetOff(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
-	nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, web) })
-	wantWrites(t, writes, cni0Localnet+"=1")
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
+	sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, web) })
+	wantWrites(t, sys, cni0Localnet+"=1")
 }
 
 // A marker without a record (from before records) makes a repeated
 // Setup read whole sets, and the marker gets its record.
 func TestSetupAgainWithoutRecord(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
-	f := nfttest.Run(t, st, func(ns *netns.NS) error { return Setup(ns, web) })
+	f := sys.run(st, func(ns *netns.NS) error { return Setup(ns, web) })
 	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
 		t.Errorf("dumps %q, want one per set and localnet_prior (slow path)", d)
 	}
-	wantWrites(t, writes)
+	wantWrites(t, sys)
 	nfttest.Golden(t, "setup_again_record", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		nfttest.DelMarkerNote(tbl, sample),
 		nfttest.CreateMarkerWithNote(tbl, sample, record(web)),
@@ -369,6 +384,7 @@ func TestSetupAgainWithoutRecord(t *testing.T) {
 // path) reads only its keys, one lookup each, and adds its elements and
 // marker.
 func TestGoldenSetupNewOwner(t *testing.T) {
+	t.Parallel()
 	s := Spec{
 		Owner: nfttest.Third,
 		Mappings: []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP,
@@ -377,8 +393,8 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
 		Localnet:  []string{"cni0"},
 	}
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	nfttest.Golden(t, "setup_new_owner", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), []string{
 		`nft create element ip nftcni_portmap ports { tcp . 9090 : 10.88.0.9 . 80 comment "` + tag + `" }`,
@@ -395,7 +411,7 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 	// cni0 has a prior value already (sample's): it is looked up, not
 	// read from the sysctl again; and route_localnet is on (sample's
 	// Setup set it), so it is not written either.
-	wantWrites(t, writes)
+	wantWrites(t, sys)
 	// No table for ip6: not even the marker is asked for there.
 	want := []string{"get ip nftcni_portmap owners", "get ip nftcni_portmap ports", "get ip nftcni_portmap hairpins",
 		"get ip nftcni_portmap hairpin_local", "get ip nftcni_portmap localhost", "get ip nftcni_portmap localnet",
@@ -413,11 +429,12 @@ func TestGoldenSetupNewOwner(t *testing.T) {
 // The fast path takes over another owner's address elements (hairpin,
 // localhost) found by lookup, as the slow path would.
 func TestGoldenSetupTakeOver(t *testing.T) {
+	t.Parallel()
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
-	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	// The localnet record is per attachment: sample's stays (until its
 	// DEL or GC) beside the new one.
@@ -443,6 +460,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 // (existing() has no ip6 filter table: ip6tables-nft's FORWARD chain is
 // created).
 func TestGoldenSetupMasqAll(t *testing.T) {
+	t.Parallel()
 	s := Spec{
 		Owner: nfttest.Third,
 		Mappings: []Mapping{
@@ -454,8 +472,8 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 		Localhost: []netip.Addr{netip.MustParseAddr("10.88.0.9")},
 		Localnet:  []string{"cni0"},
 	}
-	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) error { return Setup(ns, s) })
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
 	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
@@ -479,9 +497,10 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 // When the fast path's batch is refused, Setup runs once more on the slow
 // path; a conflict, by contrast, is final (TestConflictSendsNothing).
 func TestSetupFallsBackToSlowPath(t *testing.T) {
-	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	f := &nfttest.Fake{State: existing(), Reject: nfttest.RejectFirstElements(unix.ENOTEMPTY)}
-	ns := f.NS(t)
+	ns := sys.on(f.NS(t))
 	s := web
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
@@ -521,9 +540,10 @@ func TestConflictSendsNothing(t *testing.T) {
 // Teardown of an owner without localnet records: cni0 keeps sample's, so
 // its route_localnet stays.
 func TestGoldenTeardown(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	var removed Removed
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) (err error) {
+	f := sys.run(existing(), func(ns *netns.NS) (err error) {
 		removed, err = Teardown(ns, other, nil)
 		return err
 	})
@@ -538,20 +558,21 @@ func TestGoldenTeardown(t *testing.T) {
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (the marker's record, without localnet records: lookups)", d)
 	}
-	wantWrites(t, writes)
+	wantWrites(t, sys)
 }
 
 // A marker without a record: Teardown reads whole sets (layout v1's
 // hairpin set too) and the conditional chain. Sample's was cni0's last
 // localnet record: route_localnet gets its prior value back.
 func TestGoldenTeardownWithoutRecord(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
 	st := existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	st.Sets["ip nftcni_portmap hairpin"] = []nfttest.Elem{
 		{Key: []byte{10, 88, 0, 0, 10, 88, 0, 5}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 5}, Comment: sample.Tag()},
 	}
-	f := nfttest.Run(t, st, func(ns *netns.NS) error {
+	f := sys.run(st, func(ns *netns.NS) error {
 		_, err := Teardown(ns, sample, nil)
 		return err
 	})
@@ -566,7 +587,7 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
 		`nft delete rule ip filter FORWARD handle 3`,
 	})
-	wantWrites(t, writes, cni0Localnet+"=0")
+	wantWrites(t, sys, cni0Localnet+"=0")
 }
 
 // GC with only other valid removes sample's elements and its accept, not
@@ -574,8 +595,9 @@ func TestGoldenTeardownWithoutRecord(t *testing.T) {
 // localnet record: route_localnet gets its prior value back before the
 // batch removing the record and the prior value commits.
 func TestGoldenGC(t *testing.T) {
-	writes := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := nfttest.Run(t, existing(), func(ns *netns.NS) error {
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	f := sys.run(existing(), func(ns *netns.NS) error {
 		_, err := GC(ns, sample.Network, []ownerid.Owner{other})
 		return err
 	})
@@ -589,12 +611,13 @@ func TestGoldenGC(t *testing.T) {
 		`nft delete element ip nftcni_portmap localnet_prior { "cni0" }`,
 		`nft delete rule ip filter FORWARD handle 3`,
 	})
-	wantWrites(t, writes, cni0Localnet+"=0")
+	wantWrites(t, sys, cni0Localnet+"=0")
 }
 
 // A restore that fails keeps the prior value for later and is reported,
 // without failing the Teardown; an interface that is gone needs none.
 func TestTeardownRestoreFails(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		set     error
@@ -605,10 +628,11 @@ func TestTeardownRestoreFails(t *testing.T) {
 		{"write refused", fs.ErrPermission, true, "restoring route_localnet=0 on cni0: permission denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fakeSysctls(t, map[string]string{})
-			sysctls.set = func(*netns.NS, string, string) error { return tc.set }
+			t.Parallel()
+			sys := fakeSysctls(t, map[string]string{})
+			sys.refuse = tc.set
 			var removed Removed
-			f := nfttest.Run(t, existing(), func(ns *netns.NS) (err error) {
+			f := sys.run(existing(), func(ns *netns.NS) (err error) {
 				removed, err = Teardown(ns, sample, nil)
 				return err
 			})
@@ -691,8 +715,9 @@ func TestTeardownNothingSendsNothing(t *testing.T) {
 // what it plans, not by its text: Teardown looks up only what the record
 // plans, so a record that disagrees with the elements fails Check.
 func TestCheckRecord(t *testing.T) {
-	fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	ns := (&nfttest.Fake{State: existing()}).NS(t)
+	t.Parallel()
+	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
+	ns := sys.on((&nfttest.Fake{State: existing()}).NS(t))
 	if err := Check(ns, web); err != nil {
 		t.Errorf("Check of existing(): %v", err)
 	}
@@ -701,7 +726,7 @@ func TestCheckRecord(t *testing.T) {
 		nfttest.MarkerWith(sample, "ncni0 l10.88.0.5 h10.88.0.5/24 6:8080>10.88.0.5:80"),
 		nfttest.MarkerWith(other, record(otherSpec)),
 	}
-	ns = (&nfttest.Fake{State: st}).NS(t)
+	ns = sys.on((&nfttest.Fake{State: st}).NS(t))
 	if err := Check(ns, web); err != nil {
 		t.Errorf("Check with a record in another order: %v", err)
 	}
@@ -709,7 +734,7 @@ func TestCheckRecord(t *testing.T) {
 	stale.Mappings = []Mapping{{HostPort: 9999, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	st = existing()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.MarkerWith(sample, record(stale)), nfttest.MarkerWith(other, record(otherSpec))}
-	ns = (&nfttest.Fake{State: st}).NS(t)
+	ns = sys.on((&nfttest.Fake{State: st}).NS(t))
 	want := `owner marker in ip nftcni_portmap set "owners": record "` + record(stale) + `" does not match the elements of map "ports"`
 	if err := Check(ns, web); err == nil || err.Error() != want {
 		t.Errorf("Check with a stale record: %v\nwant %s", err, want)

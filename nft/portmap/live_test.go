@@ -215,10 +215,10 @@ func TestLiveLocalnet(t *testing.T) {
 func TestLiveLocalnetAfterCrash(t *testing.T) {
 	t.Run("ADD killed after its commit, before setting route_localnet", func(t *testing.T) {
 		w := newLocalnetWorld(t)
-		set := sysctls.set
-		sysctls.set = func(*netns.NS, string, string) error { return nil } // the write never happens
+		sysctlFakes.Store(w.ns, sysctlAccess{get: kernelSysctls.get,
+			set: func(*netns.NS, string, string) error { return nil }}) // the write never happens
 		err := Setup(w.ns, w.spec(w.a, "10.9.0.5", "pm0"))
-		sysctls.set = set
+		sysctlFakes.Delete(w.ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,15 +255,15 @@ func TestLiveLocalnetAfterCrash(t *testing.T) {
 		}
 		s := w.spec(w.a, "10.9.0.5", "pm0")
 		s.AcceptChains = []foreign.Chain{admin}
-		set := sysctls.set
-		sysctls.set = func(ns *netns.NS, name, v string) error {
-			if v == "1" {
-				return fs.ErrPermission
-			}
-			return set(ns, name, v)
-		}
+		sysctlFakes.Store(w.ns, sysctlAccess{get: kernelSysctls.get,
+			set: func(ns *netns.NS, name, v string) error {
+				if v == "1" {
+					return fs.ErrPermission
+				}
+				return kernelSysctls.set(ns, name, v)
+			}})
 		err = Setup(w.ns, s)
-		sysctls.set = set
+		sysctlFakes.Delete(w.ns)
 		if err == nil || err.Error() != "unable to enable route_localnet: permission denied" {
 			t.Errorf("Setup: %v", err)
 		}

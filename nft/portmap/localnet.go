@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -64,12 +65,33 @@ import (
 // the namespace (nft.Conn.Update), so a concurrent ADD cannot read the
 // setting as "prior" while a DEL is giving it back.
 
-// sysctls reads and writes the route_localnet sysctls of a namespace (nil:
-// the caller's); golden tests replace it.
-var sysctls = struct {
+// sysctlAccess reads and writes the route_localnet sysctls of a namespace
+// (nil: the caller's).
+type sysctlAccess struct {
 	get func(ns *netns.NS, name string) (string, error)
 	set func(ns *netns.NS, name, value string) error
-}{readLocalnet, sysctl.Set}
+}
+
+// kernelSysctls are the namespace's own, what every caller gets.
+var kernelSysctls = sysctlAccess{readLocalnet, sysctl.Set}
+
+// sysctlFakes are the sysctls the package's tests put under a namespace
+// handle of their own (*netns.NS → sysctlAccess): a golden test's fake
+// nf_tables handle (nfttest.Fake.NS), a live test's namespace whose writes
+// it intercepts. Each test has its own handle, so they run in parallel;
+// nothing else adds to it.
+var sysctlFakes sync.Map
+
+// sysctls are the route_localnet sysctls of ns: kernelSysctls unless a
+// test put a fake under ns.
+func sysctls(ns *netns.NS) sysctlAccess {
+	if ns != nil {
+		if a, ok := sysctlFakes.Load(ns); ok {
+			return a.(sysctlAccess)
+		}
+	}
+	return kernelSysctls
+}
 
 // readLocalnet reads a route_localnet sysctl the way that does not grow
 // with the host's containers: from the interface's RTM_GETLINK answer
@@ -133,7 +155,7 @@ func localnetPlan(tx *nft.Tx, ns *netns.NS, priors []nft.Element, users map[stri
 			continue
 		}
 		v := int32(binaryutil.NativeEndian.Uint32(e.Val))
-		err := sysctls.set(ns, localnetSysctl(name), strconv.Itoa(int(v)))
+		err := sysctls(ns).set(ns, localnetSysctl(name), strconv.Itoa(int(v)))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			warn = errors.Join(warn, fmt.Errorf("restoring route_localnet=%d on %s: %w", v, name, err))
 			continue
@@ -147,7 +169,7 @@ func localnetPlan(tx *nft.Tx, ns *netns.NS, priors []nft.Element, users map[stri
 			continue
 		}
 		have[name] = true
-		cur, err := sysctls.get(ns, localnetSysctl(name))
+		cur, err := sysctls(ns).get(ns, localnetSysctl(name))
 		if err != nil {
 			return warn, fmt.Errorf("reading route_localnet of %s: %w", name, err)
 		}
@@ -165,10 +187,10 @@ func localnetPlan(tx *nft.Tx, ns *netns.NS, priors []nft.Element, users map[stri
 				// set it): nothing to write. The write is the
 				// file, whose path costs more the more containers
 				// the host has (readLocalnet).
-				if v, err := sysctls.get(ns, localnetSysctl(name)); err == nil && v == "1" {
+				if v, err := sysctls(ns).get(ns, localnetSysctl(name)); err == nil && v == "1" {
 					continue
 				}
-				if err := sysctls.set(ns, localnetSysctl(name), "1"); err != nil {
+				if err := sysctls(ns).set(ns, localnetSysctl(name), "1"); err != nil {
 					return &localnetError{err}
 				}
 			}
@@ -227,7 +249,7 @@ func othersOn(tx *nft.Tx, set *nftables.Set, mine []nft.Element, match func(comm
 func checkLocalnet(ns *netns.NS, records []nft.Element) error {
 	for _, e := range records {
 		name := recordIface(e)
-		v, err := sysctls.get(ns, localnetSysctl(name))
+		v, err := sysctls(ns).get(ns, localnetSysctl(name))
 		if err != nil {
 			return fmt.Errorf("reading route_localnet of %s: %w", name, err)
 		}

@@ -61,6 +61,10 @@ type Spec struct {
 	// Iptables says when iptables-nft's FORWARD chains get the accepts
 	// (the zero value: where iptables can be used, see foreign.Use).
 	Iptables foreign.Use
+	// iptablesReachable pins, for a test, whether an iptables program is
+	// reachable (foreign.Use.Protects); nil, as every caller outside the
+	// package's tests leaves it, is the machine's answer.
+	iptablesReachable func() bool
 }
 
 // component names our rules in foreign chains (ownerid.Owner.ComponentTag).
@@ -77,7 +81,7 @@ func (s Spec) protects(r foreign.Reader) (bool, error) {
 	if len(s.Mappings) == 0 {
 		return false, nil
 	}
-	return s.Iptables.Protects(r)
+	return s.Iptables.Protects(r, s.iptablesReachable)
 }
 
 // accepts are the accepts of s's mapped connections.
