@@ -2,9 +2,9 @@ package reference
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/google/nftables"
@@ -408,12 +408,7 @@ func (c *creator) iptPortmap(a Attachment, fam nftables.TableFamily, addr netip.
 		byProto[n] = append(byProto[n], m.HostPort)
 		protos[n] = m.Proto
 	}
-	names := make([]string, 0, len(byProto))
-	for n := range byProto {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(byProto)) {
 		ports := byProto[n]
 		for len(ports) > 0 {
 			k := min(len(ports), xtMultiportMax)
