@@ -129,17 +129,59 @@ type nsExec struct {
 	invoke.RawExec
 	version.PluginDecoder
 	host *netns.NS
+	cpu  pluginCPU
 }
 
 func (e *nsExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) (out []byte, err error) {
+	var c0 time.Duration
+	if e.cpu.on {
+		c0 = childCPU()
+	}
 	derr := e.host.Do(func() error {
 		out, err = e.RawExec.ExecPlugin(ctx, path, stdin, env)
 		return nil
 	})
+	if e.cpu.on {
+		e.cpu.add(filepath.Base(path), env, childCPU()-c0)
+	}
 	if derr != nil {
 		return nil, derr
 	}
 	return out, err
+}
+
+// pluginCPU is the CPU of each plugin exec, by plugin and command, while
+// on: the sequential runs only, where nothing else of ours runs, so the
+// children's CPU between the start and the end of an exec is that exec's
+// (with the processes it ran and waited for: an IPAM plugin it exec'd
+// counts as its own). It says which plugin of a chain grew.
+type pluginCPU struct {
+	on  bool
+	cpu map[string][]time.Duration // "portmap ADD"
+}
+
+func (p *pluginCPU) add(plugin string, env []string, d time.Duration) {
+	cmd := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok {
+			cmd = v
+		}
+	}
+	if p.cpu == nil {
+		p.cpu = map[string][]time.Duration{}
+	}
+	k := plugin + " " + cmd
+	p.cpu[k] = append(p.cpu[k], d)
+}
+
+// take is the p50 of each plugin exec recorded since the last take.
+func (p *pluginCPU) take() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for k, d := range p.cpu {
+		out[k] = pct(d, 50)
+	}
+	p.cpu = nil
+	return out
 }
 
 type impl struct {
@@ -153,7 +195,8 @@ type impl struct {
 // move little with the machine's load.
 type stats struct {
 	addP50, addP90, delP50, delP90 time.Duration
-	addCPU, delCPU                 time.Duration // p50
+	addCPU, delCPU                 time.Duration            // p50
+	plugins                        map[string]time.Duration // p50 per plugin exec ("portmap ADD"), pluginCPU
 	addPerSec, delPerSec           float64
 	at                             []withM   // one per BENCH_EXISTING count, ascending
 	reload                         reloadRun // reloadChain, nftcni only, with the most existing
@@ -178,6 +221,7 @@ type withM struct {
 	m              int
 	addP50, delP50 time.Duration
 	addCPU, delCPU time.Duration // p50
+	plugins        map[string]time.Duration
 }
 
 // last is the run with the most existing attachments.
@@ -363,6 +407,7 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
+	pluginGrowth(results, existing)
 	fmt.Println()
 	lo, ok := results["loopback"]["nftcni"]
 	for _, c := range chains[1:] {
@@ -460,6 +505,40 @@ func targets(floors []floor, results map[string]map[string]stats, workers int) {
 	}
 }
 
+// pluginGrowth prints, for nftcni's chains of more than one plugin, how
+// much each plugin exec's CPU grew from the empty namespace to each count:
+// which plugin of a chain its growth comes from. (A plugin that runs
+// another in-process, as bridge runs host-local, counts it as its own.)
+func pluginGrowth(results map[string]map[string]stats, existing []int) {
+	fmt.Printf("\nCPU growth from empty per plugin exec (p50), ADD / DEL, nftcni:\n%-26s %-10s", "chain", "plugin")
+	for _, m := range existing {
+		fmt.Printf(" %19s", fmt.Sprintf("@%d", m))
+	}
+	fmt.Println()
+	for _, c := range chains {
+		s, ok := results[c.name]["nftcni"]
+		if !ok || s.err != nil || c.reread || len(c.needs) < 2 || len(s.at) == 0 {
+			continue
+		}
+		var names []string
+		for k := range s.plugins {
+			if p, ok := strings.CutSuffix(k, " ADD"); ok {
+				names = append(names, p)
+			}
+		}
+		slices.Sort(names)
+		for _, p := range names {
+			fmt.Printf("%-26s %-10s", c.name, p)
+			for _, e := range s.at {
+				ga := e.plugins[p+" ADD"] - s.plugins[p+" ADD"]
+				gd := e.plugins[p+" DEL"] - s.plugins[p+" DEL"]
+				fmt.Printf(" %19s", signed(ga)+" / "+signed(gd))
+			}
+			fmt.Println()
+		}
+	}
+}
+
 // allowance is the growth target for a chain whose reference chain grew
 // by g: g plus 10 % of its size (a negative growth, which the machine's
 // load can give a short run, allows its own value plus 10 % of it).
@@ -500,6 +579,7 @@ type world struct {
 	dir     string
 	plugins string // the plugin directory
 	cni     *libcni.CNIConfig
+	exec    *nsExec
 	list    *libcni.NetworkConfigList
 	nsDir   string
 	seq     atomic.Int64
@@ -569,6 +649,9 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 	}
 	ok := func(i int) bool { return out[live[i].name].err == nil }
 
+	for _, w := range worlds {
+		w.exec.cpu.on = true
+	}
 	seq, err := sequentialAll(worlds, iter)
 	if err != nil {
 		for i := range worlds {
@@ -581,6 +664,8 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 		st[i].addP50, st[i].addP90 = pct(seq[i].adds, 50), pct(seq[i].adds, 90)
 		st[i].delP50, st[i].delP90 = pct(seq[i].dels, 50), pct(seq[i].dels, 90)
 		st[i].addCPU, st[i].delCPU = pct(seq[i].addCPU, 50), pct(seq[i].delCPU, 50)
+		st[i].plugins = worlds[i].exec.cpu.take()
+		worlds[i].exec.cpu.on = false
 		if c.reread {
 			continue
 		}
@@ -611,13 +696,15 @@ func run(t *testing.T, c chain, ims []impl, iter, workers, par int, existing []i
 				fail(i, fmt.Errorf("creating %d existing attachments: %w", m, err))
 				break
 			}
+			w.exec.cpu.on = true
 			r, err := w.sequential(iter)
+			w.exec.cpu.on = false
 			if err != nil {
 				fail(i, fmt.Errorf("with %d existing: %w", m, err))
 				break
 			}
 			st[i].at = append(st[i].at, withM{m: m, addP50: pct(r.adds, 50), delP50: pct(r.dels, 50),
-				addCPU: pct(r.addCPU, 50), delCPU: pct(r.delCPU, 50)})
+				addCPU: pct(r.addCPU, 50), delCPU: pct(r.delCPU, 50), plugins: w.exec.cpu.take()})
 		}
 		if c.name == reloadChain && live[i].name == "nftcni" && ok(i) && len(pre) > 0 {
 			var err error
@@ -645,8 +732,9 @@ func newWorld(t *testing.T, c chain, im impl) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
+	ex := &nsExec{host: host}
 	return &world{t: t, host: host, dir: dir, plugins: im.dir, list: list, nsDir: filepath.Join(dir, "ns"), prefix: "b" + strings.NewReplacer("+", "", "-", "").Replace(c.name)[:4],
-		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), &nsExec{host: host})}, nil
+		cni: libcni.NewCNIConfigWithCacheDir([]string{im.dir}, filepath.Join(dir, "cache"), ex), exec: ex}, nil
 }
 
 // sequentialAll runs n ADD/DEL pairs in each world, alternating between
