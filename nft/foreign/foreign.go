@@ -385,6 +385,9 @@ func creatable(r Reader, c Chain) (create, addTable bool, err error) {
 // chain otherwise. A missing iptables-nft chain is created when there is
 // something to put in it (see creatable); a missing named chain fails.
 func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
+	if c.Iptables {
+		return markedSync(tx, c, m, want, true)
+	}
 	rules := c.encode(want)
 	exists, err := ensure(tx, c, len(rules) > 0)
 	if err != nil || !exists {
@@ -438,6 +441,9 @@ func insert(tx *nft.Tx, c Chain, m Mark, rules [][]expr.Any) {
 // are written and removed in the same batches as the caller's own state,
 // and the caller has none). A missing chain is handled as by Sync.
 func Insert(tx *nft.Tx, c Chain, m Mark, want []Accept) error {
+	if c.Iptables {
+		return markedSync(tx, c, m, want, false)
+	}
 	rules := c.encode(want)
 	if len(rules) == 0 {
 		return nil
@@ -492,6 +498,11 @@ func prune(tx *nft.Tx, c Chain, had, removed int) error {
 // Remove deletes m's rules in c, found through the index when it is right
 // (index.go), by reading the chain otherwise; a missing chain has none.
 func Remove(tx *nft.Tx, c Chain, m Mark) (int, error) {
+	if c.Iptables {
+		if n, marked, err := markedRemove(tx, c, m); err != nil || marked {
+			return n, err
+		}
+	}
 	ok, err := tx.ChainExists(c.nft())
 	if err != nil {
 		return 0, err
@@ -568,6 +579,9 @@ func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) 
 			return 0, err
 		}
 	}
+	if err := markedGC(tx, match); err != nil {
+		return 0, err
+	}
 	return n, unindexWhere(tx, match)
 }
 
@@ -599,6 +613,11 @@ var chainReads atomic.Int64
 // when it is right, as by Sync and Remove; otherwise, and outside one,
 // the chain is read and m's rules counted.
 func Check(r Reader, c Chain, m Mark, want []Accept) error {
+	if tx, ok := r.(*nft.Tx); ok && c.Iptables {
+		if marked, err := markedCheck(tx, c, m, want); err != nil || marked {
+			return err
+		}
+	}
 	n := len(c.encode(want))
 	exists, err := r.ChainExists(c.nft())
 	if err != nil {
