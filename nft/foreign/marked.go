@@ -162,8 +162,10 @@ func decodeAccept(b []byte) (Accept, bool) {
 }
 
 // Keys in counts and claims: 16-character hashes as interface names.
-func ownerKey(c Chain, tag string) []byte { return nft.IfnameKey(ownerid.ShortHash("owner " + tag + " " + c.String())) }
-func usersKey(c Chain) []byte          { return nft.IfnameKey(ownerid.ShortHash("users " + c.String())) }
+func ownerKey(c Chain, tag string) []byte {
+	return nft.IfnameKey(ownerid.ShortHash("owner " + tag + " " + c.String()))
+}
+func usersKey(c Chain) []byte { return nft.IfnameKey(ownerid.ShortHash("users " + c.String())) }
 func elementKey(a Accept) []byte {
 	return nft.IfnameKey(ownerid.ShortHash(fmt.Sprintf("element %d %x", a.kind, lookupKey(a))))
 }
