@@ -270,11 +270,11 @@ func claimed(tx *nft.Tx, cnt *counter, c Chain, tag string) ([]Accept, []nft.Ele
 func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	accs := fitting(c, want)
 	cnt := newCounter(tx)
-	if ok, err := tx.TableExists(markTable); err != nil {
+	exists, err := tx.TableExists(markTable)
+	if err != nil {
 		return err
-	} else if !ok {
-		cnt.absent = true
 	}
+	cnt.absent = !exists
 	old, slots, err := claimed(tx, cnt, c, m.comment())
 	if err != nil {
 		return err
@@ -282,12 +282,16 @@ func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	if len(slots) == 0 && legacy {
 		// m has no claims yet: it may have per-address rules of an
 		// earlier version here (an upgrade), which go now.
-		if err := dropLegacyAll(tx, c, m); err != nil {
+		gone, err := dropLegacyAll(tx, c, m)
+		if err != nil {
 			return err
+		}
+		if len(accs) == 0 && len(gone) > 0 {
+			return pruneIfOnly(tx, c, gone)
 		}
 	}
 	if len(accs) > 0 {
-		if err := ensureMarkTable(tx); err != nil {
+		if err := ensureMarkTable(tx, exists); err != nil {
 			return err
 		}
 	}
@@ -330,9 +334,9 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 1 {
-			// A lookup element without a count (left by a crash, or
-			// added by hand) is replaced, not duplicated.
-			b.DeleteElements(markSet(a), mustHave(tx, markSet(a), lookupKey(a)))
+			// An element already there without a count (added by
+			// hand) is kept as it is: adding an existing key is no
+			// error.
 			b.AddElements(markSet(a), []nft.Element{{Key: lookupKey(a), Comment: tag}})
 		}
 	}
@@ -364,7 +368,7 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 }
 
 // mustHave is the element of s with key k, if there is one (nil on any
-// error: then there is none to delete as far as this batch knows).
+// error).
 func mustHave(tx *nft.Tx, s *nftables.Set, k []byte) []nft.Element {
 	got, err := tx.Lookup(s, []nft.Element{{Key: k}})
 	if err != nil {
@@ -451,20 +455,20 @@ func fitting(c Chain, want []Accept) []Accept {
 // marked accepts: through the index when it knows them (index.go), else by
 // reading the chain, which now holds no rule per attachment of ours (an
 // upgraded host's until their attachments are synced again).
-func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) error {
+func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) ([]uint64, error) {
 	idx, mine, ok, err := indexed(tx, c, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unindex(tx, m, idx)
 	if !ok {
 		exists, err := tx.ChainExists(c.nft())
 		if err != nil || !exists {
-			return err
+			return nil, err
 		}
 		cur, err := readChain(tx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		mine = nil
 		for _, r := range cur {
@@ -476,7 +480,7 @@ func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) error {
 	for _, h := range mine {
 		tx.Batch().DeleteForeignRule(c.nft(), h)
 	}
-	return nil
+	return mine, nil
 }
 
 // dropLegacy deletes the per-address rules m has in c from before marked
@@ -498,24 +502,43 @@ func dropLegacy(tx *nft.Tx, c Chain, m Mark) error {
 }
 
 // ensureMarkTable adds the table, its sets and chains, and the chains'
-// static rules to the batch, unless they are there as they should be.
-func ensureMarkTable(tx *nft.Tx) error {
+// static rules to the batch, unless they are there as they should be:
+// with the table there (exists), that is one read of each chain's rules,
+// which finds the chain too; otherwise everything is sent.
+func ensureMarkTable(tx *nft.Tx, exists bool) error {
 	if !tx.First("foreign: " + markTable.Name) {
 		return nil
+	}
+	statics := []struct {
+		ch    *nftables.Chain
+		rules []nft.StaticRule
+	}{{markChain, markRules()}, {unmarkChain, unmarkRules()}}
+	if exists {
+		ok := true
+		for _, st := range statics {
+			cur, err := tx.Rules(st.ch)
+			if err != nil {
+				return err
+			}
+			ok = ok && len(cur) == len(st.rules)
+			for i := 0; ok && i < len(cur); i++ {
+				ok = cur[i].Comment == st.rules[i].Comment
+			}
+		}
+		if ok {
+			return nil
+		}
 	}
 	b := tx.Batch()
 	b.AddTable(markTable)
 	for _, s := range markSets {
 		b.AddSet(s)
 	}
-	for _, cr := range []struct {
-		ch    *nftables.Chain
-		rules []nft.StaticRule
-	}{{markChain, markRules()}, {unmarkChain, unmarkRules()}} {
-		if err := tx.EnsureChain(cr.ch); err != nil {
+	for _, st := range statics {
+		if err := tx.EnsureChain(st.ch); err != nil {
 			return err
 		}
-		if err := tx.EnsureRules(cr.ch, cr.rules); err != nil {
+		if err := tx.EnsureRules(st.ch, st.rules); err != nil {
 			return err
 		}
 	}
