@@ -279,7 +279,7 @@ func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	if err != nil {
 		return err
 	}
-	if len(slots) == 0 && legacy {
+	if len(slots) == 0 && legacy && !claimsElsewhere(cnt, c, m) {
 		// m has no claims yet: it may have per-address rules of an
 		// earlier version here (an upgrade), which go now.
 		gone, err := dropLegacyAll(tx, c, m)
@@ -388,8 +388,13 @@ func markedRemove(tx *nft.Tx, c Chain, m Mark) (n int, marked bool, err error) {
 	}
 	cnt := newCounter(tx)
 	old, slots, err := claimed(tx, cnt, c, m.comment())
-	if err != nil || len(slots) == 0 {
+	if err != nil {
 		return 0, false, err
+	}
+	if len(slots) == 0 {
+		// Claims in the other family's chain: m is of this layout
+		// and has nothing here (a single-stack attachment).
+		return 0, claimsElsewhere(cnt, c, m), nil
 	}
 	if err := dropLegacy(tx, c, m); err != nil {
 		return 0, false, err
@@ -438,6 +443,22 @@ func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err e
 		return true, fmt.Errorf("chain %s: the rule accepting marked packets is missing", c)
 	}
 	return true, nil
+}
+
+// claimsElsewhere reports whether m has claims for another of
+// iptables-nft's chains than c, as the ruleset was before this batch: then
+// m has no per-address rules of an earlier version anywhere, since its
+// first Sync with claims removed them, and nothing needs reading.
+func claimsElsewhere(cnt *counter, c Chain, m Mark) bool {
+	for _, o := range Iptables {
+		if o == c {
+			continue
+		}
+		if n, err := cnt.get(ownerKey(o, m.comment())); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fitting is the accepts of want that fit c's family, duplicates once.
