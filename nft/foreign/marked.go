@@ -415,8 +415,14 @@ func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err e
 	accs := fitting(c, want)
 	cnt := newCounter(tx)
 	old, slots, err := claimed(tx, cnt, c, m.comment())
-	if err != nil || len(slots) == 0 {
+	if err != nil {
 		return false, err
+	}
+	if len(slots) == 0 {
+		// Nothing wanted here and claims elsewhere: of this layout,
+		// with nothing in c. Otherwise Check looks for rules of an
+		// earlier version.
+		return len(accs) == 0 && claimsElsewhere(cnt, c, m), nil
 	}
 	if len(old) != len(accs) {
 		return true, fmt.Errorf("%s: %d marked accepts of this attachment, want %d", c, len(old), len(accs))
