@@ -188,9 +188,14 @@ type counter struct {
 	absent bool
 }
 
+// newCounter is tx's counter: one per attempt, shared by every plan of its
+// batch (the firewall's and portmap's may share one), so that counts they
+// both change add up and each is written once per flush.
 func newCounter(tx *nft.Tx) *counter {
-	return &counter{tx: tx, cur: map[string]uint32{}, el: map[string][]nft.Element{}, dir: map[string]bool{}, tag: map[string]string{},
-		dropped: map[Chain]bool{}}
+	return tx.Memo("foreign: counts", func() any {
+		return &counter{tx: tx, cur: map[string]uint32{}, el: map[string][]nft.Element{}, dir: map[string]bool{}, tag: map[string]string{},
+			dropped: map[Chain]bool{}}
+	}).(*counter)
 }
 
 func (c *counter) get(k []byte) (uint32, error) {
@@ -203,7 +208,7 @@ func (c *counter) get(k []byte) (uint32, error) {
 	}
 	var v uint32
 	if len(got) == 1 && len(got[0].Val) == 4 {
-		v = binary.NativeEndian.Uint32(got[0].Val)
+		v = binary.BigEndian.Uint32(got[0].Val)
 	}
 	c.cur[string(k)], c.el[string(k)] = v, got
 	return v, nil
@@ -226,14 +231,19 @@ func (c *counter) add(k []byte, d int) (uint32, error) {
 	return uint32(n), nil
 }
 
-// flush adds the changed counts to the batch: the old element deleted, the
-// new one added unless it is 0.
+// flush adds the counts changed since the last flush to the batch: the
+// element there (read, or added by an earlier flush of this batch)
+// deleted, the new one added unless it is 0.
 func (c *counter) flush(b *nft.Batch) {
 	for k := range c.dir {
 		b.DeleteElements(counts, c.el[k])
+		c.el[k] = nil
 		if v := c.cur[k]; v > 0 {
-			b.AddElements(counts, []nft.Element{{Key: []byte(k), Val: binary.NativeEndian.AppendUint32(nil, v), Comment: c.tag[k]}})
+			e := nft.Element{Key: []byte(k), Val: binary.BigEndian.AppendUint32(nil, v), Comment: c.tag[k]}
+			b.AddElements(counts, []nft.Element{e})
+			c.el[k] = []nft.Element{e}
 		}
+		delete(c.dir, k)
 	}
 }
 
@@ -274,7 +284,7 @@ func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	if err != nil {
 		return err
 	}
-	cnt.absent = !exists
+	cnt.absent = cnt.absent || !exists
 	old, slots, err := claimed(tx, cnt, c, m.comment())
 	if err != nil {
 		return err
@@ -606,6 +616,9 @@ func sharedHandle(tx *nft.Tx, c Chain) (uint64, error) {
 // ensureShared makes sure c holds the shared rule, at its head when it
 // has to be inserted, creating the chain (and table) as Sync would.
 func ensureShared(tx *nft.Tx, c Chain) error {
+	if !tx.First("foreign: shared " + c.String()) {
+		return nil
+	}
 	h, err := sharedHandle(tx, c)
 	if err != nil || h != 0 {
 		return err
