@@ -333,7 +333,9 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 0 {
-			b.DeleteElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
+			// Deleted only if there: an element deleted by hand must
+			// not make a DEL fail.
+			b.DeleteElements(markSet(a), mustHave(tx, markSet(a), lookupKey(a)))
 		}
 	}
 	for _, a := range accs {
