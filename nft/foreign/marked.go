@@ -310,7 +310,14 @@ func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 		if len(accs) == 0 {
 			return nil
 		}
-		return ensureShared(tx, c) // nothing of m's changed; the shared rule may have been flushed
+		// Nothing of m's changed; a lookup element or the shared rule may
+		// have been flushed, and a repeated ADD (nftcni reload) repairs.
+		for _, a := range accs {
+			if len(mustHave(tx, markSet(a), lookupKey(a))) == 0 {
+				tx.Batch().AddElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
+			}
+		}
+		return ensureShared(tx, c)
 	}
 	if err := rewriteClaims(tx, cnt, c, m.comment(), old, slots, accs); err != nil {
 		return err
