@@ -182,6 +182,9 @@ type counter struct {
 	cur map[string]uint32
 	el  map[string][]nft.Element // the elements read, to replace
 	dir map[string]bool          // keys changed in this batch
+	// order: the keys of dir in the order they were first changed, so
+	// that a batch's messages do not depend on map iteration.
+	order []string
 	tag map[string]string        // comment to write with a key
 	// dropped: the chains whose shared rule this batch deletes.
 	dropped map[Chain]bool
@@ -216,6 +219,9 @@ func (c *counter) get(k []byte) (uint32, error) {
 }
 
 func (c *counter) set(k []byte, v uint32, comment string) {
+	if !c.dir[string(k)] {
+		c.order = append(c.order, string(k))
+	}
 	c.cur[string(k)], c.dir[string(k)], c.tag[string(k)] = v, true, comment
 }
 
@@ -236,7 +242,7 @@ func (c *counter) add(k []byte, d int) (uint32, error) {
 // element there (read, or added by an earlier flush of this batch)
 // deleted, the new one added unless it is 0.
 func (c *counter) flush(b *nft.Batch) {
-	for k := range c.dir {
+	for _, k := range c.order {
 		b.DeleteElements(counts, c.el[k])
 		c.el[k] = nil
 		if v := c.cur[k]; v > 0 {
@@ -246,6 +252,7 @@ func (c *counter) flush(b *nft.Batch) {
 		}
 		delete(c.dir, k)
 	}
+	c.order = c.order[:0]
 }
 
 // claimed is what m claimed for c: the accepts recorded in its slots, and
