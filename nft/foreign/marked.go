@@ -185,7 +185,9 @@ type counter struct {
 	// order: the keys of dir in the order they were first changed, so
 	// that a batch's messages do not depend on map iteration.
 	order []string
-	tag map[string]string        // comment to write with a key
+	tag   map[string]string // comment to write with a key
+	// read: the values as read, before this batch changed them.
+	read map[string]uint32
 	// dropped: the chains whose shared rule this batch deletes.
 	dropped map[Chain]bool
 	// absent: the table does not exist (yet), so every count is 0.
@@ -198,7 +200,7 @@ type counter struct {
 func newCounter(tx *nft.Tx) *counter {
 	return tx.Memo("foreign: counts", func() any {
 		return &counter{tx: tx, cur: map[string]uint32{}, el: map[string][]nft.Element{}, dir: map[string]bool{}, tag: map[string]string{},
-			dropped: map[Chain]bool{}}
+			read: map[string]uint32{}, dropped: map[Chain]bool{}}
 	}).(*counter)
 }
 
@@ -214,8 +216,17 @@ func (c *counter) get(k []byte) (uint32, error) {
 	if len(got) == 1 && len(got[0].Val) == 4 {
 		v = binary.BigEndian.Uint32(got[0].Val)
 	}
-	c.cur[string(k)], c.el[string(k)] = v, got
+	c.cur[string(k)], c.el[string(k)], c.read[string(k)] = v, got, v
 	return v, nil
+}
+
+// before is k's value as it was before this batch (0 when this batch
+// made it).
+func (c *counter) before(k []byte) (uint32, error) {
+	if _, err := c.get(k); err != nil {
+		return 0, err
+	}
+	return c.read[string(k)], nil
 }
 
 func (c *counter) set(k []byte, v uint32, comment string) {
@@ -488,7 +499,7 @@ func claimsElsewhere(cnt *counter, c Chain, m Mark) bool {
 		if o == c {
 			continue
 		}
-		if n, err := cnt.get(ownerKey(o, m.comment())); err == nil && n > 0 {
+		if n, err := cnt.before(ownerKey(o, m.comment())); err == nil && n > 0 {
 			return true
 		}
 	}
