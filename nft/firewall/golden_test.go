@@ -214,8 +214,8 @@ func TestGoldenSetupFresh(t *testing.T) {
 	t.Parallel()
 	f := run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(),
-		createNotes("ip"), iptNotes("10.1.0.5", tag), createNotes("ip6"), iptNotes("fd00:1::5", tag)))
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(), markTableNotes(),
+		newClaimNotes(tag, true, true, "10.1.0.5"), newClaimNotes(tag, true, true, "fd00:1::5")))
 }
 
 // freshNotes are the elements of sampleAttachment's Setup on a host

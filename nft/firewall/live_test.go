@@ -206,10 +206,6 @@ func TestLiveGC(t *testing.T) {
 	}
 }
 
-// sharedTag is the comment of the one rule of ours in each iptables-nft
-// FORWARD chain: it accepts what table inet nftcni_accept marked.
-const sharedTag = "98d28d7ce706381e:effb6c9e37d86e32 nftcni-marked-accepts"
-
 // claimsOf counts o's claims in table inet nftcni_accept: one element of
 // map claims per accept o has for an iptables-nft FORWARD chain.
 func claimsOf(t *testing.T, c *nft.Conn, o ownerid.Owner) int {
