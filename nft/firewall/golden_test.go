@@ -214,7 +214,7 @@ func TestGoldenSetupFresh(t *testing.T) {
 	t.Parallel()
 	f := run(t, nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	tag := sample.Tag()
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(), markTableNotes(),
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(staticNotes, ruleNotes, freshNotes(), nfttest.MarkTableNotes(),
 		newClaimNotes(tag, true, true, "10.1.0.5"), newClaimNotes(tag, true, true, "fd00:1::5")))
 }
 
