@@ -249,9 +249,8 @@ func TestGoldenSetupFresh(t *testing.T) {
 	t.Parallel()
 	sys := fakeSysctls(t, map[string]string{cni0Localnet: "0"})
 	f := sys.run(nfttest.State{Gen: 7}, func(ns *netns.NS) error { return Setup(ns, web) })
-	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), createNotes("ip"), []string{
-		acceptNote("6", "10.88.0.5", "80", sample),
-	}))
+	nfttest.Golden(t, "setup_fresh", f.Only(t), nfttest.Cat(webFreshNotes(), nfttest.MarkTableNotes(),
+		newDnatNotes(sample, "6", "10.88.0.5", "80", true, true)))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q of a table that does not exist", d)
 	}

@@ -1,0 +1,42 @@
+package portmap
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
+	"github.com/nftcni/nftcni/ownerid"
+)
+
+// newDnatNotes are the notes of o's first Sync of one accept for
+// connections DNATed to addr:port over proto (6 tcp, 17 udp) for the
+// iptables-nft FORWARD chain of addr's family, the chain's first owner
+// when first: the lookup element, the claim, the chain (created when
+// create), the shared rule, the counts.
+func newDnatNotes(o ownerid.Owner, proto, addr, port string, create, first bool) []string {
+	ch, tag := nfttest.FwdChain(addr), pm(o)
+	fam, n := strings.Fields(ch)[0], "4"
+	if fam == "ip6" {
+		n = "6"
+	}
+	name := map[string]string{"6": "tcp", "17": "udp"}[proto]
+	p, _ := strconv.Atoi(proto)
+	pt, _ := strconv.Atoi(port)
+	key := append(netip.MustParseAddr(addr).AsSlice(), byte(p), 0, 0, 0, byte(pt>>8), byte(pt), 0, 0)
+	out := []string{
+		`nft add element inet nftcni_accept dnat` + n + ` { ` + addr + ` . ` + name + ` . ` + port + ` }`,
+		nfttest.ClaimNote(ch, tag, 0, "accept DNATed to "+name+" "+netip.AddrPortFrom(netip.MustParseAddr(addr), uint16(pt)).String()),
+	}
+	if create {
+		out = append(out, createNotes(fam)...)
+	}
+	if first {
+		out = append(out, nfttest.SharedNote(ch))
+	}
+	out = append(out, nfttest.CountNote(nfttest.ElementCountKey(2, key), 1, ""), nfttest.CountNote(nfttest.OwnerCountKey(ch, tag), 1, tag))
+	if first {
+		out = append(out, nfttest.CountNote(nfttest.UsersCountKey(ch), 1, ""))
+	}
+	return out
+}
