@@ -327,9 +327,7 @@ func TestGoldenSetupFresh6(t *testing.T) {
 		`nft add element ip6 nftcni_portmap hairpins { fd00:88::5 : jump hairpin_64 comment "` + tag + `" }`,
 		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::5 . fd00:88:: comment "` + tag + `" }`,
 		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", sample, "6:8080>[fd00:88::5]:80@::1 hfd00:88::5/64"),
-	}, createNotes("ip6"), []string{
-		acceptNote("6", "fd00:88::5", "80", sample),
-	}))
+	}, nfttest.MarkTableNotes(), newDnatNotes(sample, "6", "fd00:88::5", "80", true, true)))
 	wantWrites(t, sys)
 }
 
