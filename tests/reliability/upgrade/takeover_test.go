@@ -57,6 +57,12 @@ func (s *switchHost) takeOver(c *switchCtr, port int) {
 	if !s.reachable(c, port) {
 		t.Error("the port mapping does not work after takeover")
 	}
+	// Ours in iptables-nft's FORWARD: the one rule for marked packets,
+	// the attachment's accepts claimed in table inet nftcni_accept.
+	s.wantForward("after takeover", c.family(), true)
+	if n := s.claims(); n == 0 {
+		t.Error("after takeover table inet nftcni_accept holds no claims")
+	}
 	// Our records of it, as our ADD would have written them.
 	if _, ok := attachrec.Get(attachrec.Dir(os.Getenv), s.network, c.id, "eth0"); !ok {
 		t.Error("after takeover the attachment has no record of ours")
@@ -238,6 +244,7 @@ func TestTakeoverLiveTCP(t *testing.T) {
 		if !s.reachable(a, port) {
 			t.Error("a new connection through the mapping fails right after the takeover")
 		}
+		s.wantForward("after takeover", a.family(), true)
 		if left := s.leftovers(a); len(left[reference.Portmap]) > 0 || len(left[reference.Masq]) > 0 || len(left[reference.Firewall]) > 0 {
 			t.Errorf("the reference's objects are left: %q", left)
 		}
@@ -245,5 +252,6 @@ func TestTakeoverLiveTCP(t *testing.T) {
 		if err := s.del(s.ours, a); err != nil {
 			t.Error(err)
 		}
+		s.wantForward("after DEL", a.family(), false)
 	})
 }
