@@ -255,3 +255,36 @@ func TestTakeoverLiveTCP(t *testing.T) {
 		s.wantForward("after DEL", a.family(), false)
 	})
 }
+
+// TestTakeoverSharedRule: three attachments of the reference taken over
+// (one transaction each, firewall and portmap in it), then deleted one by
+// one under iptables' FORWARD drop policy: while any is left, FORWARD holds
+// the rule for marked packets exactly once and the mappings of those left
+// work; after the last, nothing of ours is in FORWARD and no claim is left.
+func TestTakeoverSharedRule(t *testing.T) {
+	rel := refReleases(t, true)[0]
+	s := newSwitchHost(t, rel, false, false, "10.97.0.4")
+	ctrs := []*switchCtr{s.ctr("ctr-a", 18080), s.ctr("ctr-b", 18081), s.ctr("ctr-c", 18082)}
+	for _, c := range ctrs {
+		plugintest.Must(t, s.add(s.ref, c))
+	}
+	out, err := s.nftcni("takeover", "-v")
+	if err != nil || !strings.Contains(out, "3 attachments taken over") {
+		t.Fatalf("nftcni takeover: %v\n%s", err, out)
+	}
+	hostfw.Run(t, s.host.NS, "", "iptables", "-P", "FORWARD", "DROP")
+	for i, c := range ctrs {
+		what := fmt.Sprintf("with %d attachments left", len(ctrs)-i)
+		s.wantForward(what, "ip", true)
+		for _, o := range ctrs[i:] {
+			if !s.reachable(o, o.port) {
+				t.Errorf("%s: the mapping of %s does not work under FORWARD's drop policy", what, o.id)
+			}
+		}
+		plugintest.Must(t, s.del(s.ours, c))
+	}
+	s.wantForward("after the last DEL", "ip", false)
+	if n := s.claims(); n != 0 {
+		t.Errorf("after the last DEL inet nftcni_accept holds %d claims", n)
+	}
+}
