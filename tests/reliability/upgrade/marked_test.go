@@ -2,6 +2,9 @@ package upgrade
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,16 +20,19 @@ import (
 // address, portmap's one per mapping, tagged with the attachment's owner
 // tag) and has no claims in inet nftcni_accept, as the upgrade finds it.
 // Under a FORWARD drop policy its port mapping keeps working, CHECK passes,
-// and its next ADD or its DEL removes those rules: after the ADD the
-// family's FORWARD holds only the shared rule for marked packets, after the
-// DEL nothing of ours.
+// and the next ADD of its plugins (`nftcni reload`, which runs what ADD
+// would) or its DEL removes those rules: after the reload the family's
+// FORWARD holds only the shared rule for marked packets, after the DEL
+// nothing of ours.
 //
 // The earlier version's rules are written with iptables, as that version
 // encoded them (its tests compared them with iptables' own); the attachment
-// is made without claims by ADD with iptablesForwardAccepts "never".
+// is made without claims by ADD with iptablesForwardAccepts "never", and the
+// runtime's cache then given the configuration without that key, as the
+// earlier version's ADD cached it.
 func TestUpgradeFromPerAddressAccepts(t *testing.T) {
 	rel := refReleases(t, true)[0]
-	for _, next := range []string{"ADD", "DEL"} {
+	for _, next := range []string{"reload", "DEL"} {
 		t.Run(next, func(t *testing.T) {
 			s := newSwitchHost(t, rel, false, false, "")
 			current := s.list
@@ -42,6 +48,7 @@ func TestUpgradeFromPerAddressAccepts(t *testing.T) {
 			s.list = never
 			plugintest.Must(t, s.add(s.ours, a))
 			s.list = current
+			s.recache(a, current.Bytes)
 			if n := s.claims(); n != 0 {
 				t.Fatalf("ADD with iptablesForwardAccepts \"never\" made %d claims", n)
 			}
@@ -68,14 +75,16 @@ func TestUpgradeFromPerAddressAccepts(t *testing.T) {
 				t.Errorf("CHECK of the attachment with the earlier version's rules: %v", err)
 			}
 
-			if next == "ADD" {
-				plugintest.Must(t, s.add(s.ours, a))
-				s.wantForward("after the next ADD", "ip", true)
+			if next == "reload" {
+				if out, err := s.nftcni("reload", "-v"); err != nil {
+					t.Fatalf("nftcni reload: %v\n%s", err, out)
+				}
+				s.wantForward("after the reload", "ip", true)
 				if n := s.claims(); n == 0 {
-					t.Error("after the next ADD inet nftcni_accept holds no claims")
+					t.Error("after the reload inet nftcni_accept holds no claims")
 				}
 				if !s.reachable(a, port) {
-					t.Error("after the next ADD the mapping does not work under FORWARD's drop policy")
+					t.Error("after the reload the mapping does not work under FORWARD's drop policy")
 				}
 				plugintest.Must(t, s.check(s.ours, a))
 			}
@@ -89,4 +98,21 @@ func TestUpgradeFromPerAddressAccepts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recache replaces the configuration in the runtime's cached result of c
+// (libcni's results/<network>-<container>-<ifname>) with conf.
+func (s *switchHost) recache(c *switchCtr, conf []byte) {
+	path := filepath.Join(s.cacheDir, "results", s.network+"-"+c.id+"-eth0")
+	data, err := os.ReadFile(path)
+	plugintest.Must(s.t, err)
+	var cached map[string]any
+	plugintest.Must(s.t, json.Unmarshal(data, &cached))
+	if _, ok := cached["config"]; !ok {
+		s.t.Fatalf("%s has no config: %s", path, data)
+	}
+	cached["config"] = conf // []byte: base64, as libcni writes it
+	data, err = json.Marshal(cached)
+	plugintest.Must(s.t, err)
+	plugintest.Must(s.t, os.WriteFile(path, data, 0o600))
 }

@@ -278,7 +278,8 @@ func TestTakeoverSharedRule(t *testing.T) {
 		s.wantForward(what, "ip", true)
 		for _, o := range ctrs[i:] {
 			if !s.reachable(o, o.port) {
-				t.Errorf("%s: the mapping of %s does not work under FORWARD's drop policy", what, o.id)
+				t.Errorf("%s: the mapping of %s does not work under FORWARD's drop policy; FORWARD's rules of ours %q, table inet nftcni_accept:\n%s",
+					what, o.id, s.forwardOurs()["ip"], hostfw.Run(t, s.host.NS, "", "nft", "list", "table", "inet", "nftcni_accept"))
 			}
 		}
 		plugintest.Must(t, s.del(s.ours, c))
