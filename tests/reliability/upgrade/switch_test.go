@@ -336,7 +336,9 @@ func (s *switchHost) forwardOurs() map[string][]string {
 func (s *switchHost) wantForward(what, fam string, shared bool) bool {
 	s.t.Helper()
 	ok := true
-	for f, lines := range s.forwardOurs() {
+	ours := s.forwardOurs()
+	for _, f := range []string{"ip", "ip6"} {
+		lines := ours[f]
 		want := 0
 		if f == fam && shared {
 			want = 1
