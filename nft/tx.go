@@ -25,6 +25,23 @@ type Tx struct {
 	then   []func(next *Tx) error
 	echoed []ChainRule
 	once   map[string]bool
+	memo   map[string]any
+}
+
+// Memo is the value stored under key in this attempt, made by mk the first
+// time: state that the plans sharing one batch must share (the counts of
+// nft/foreign's marked accepts, which the firewall's and portmap's plans
+// may both change). A redone attempt starts afresh.
+func (tx *Tx) Memo(key string, mk func() any) any {
+	if v, ok := tx.memo[key]; ok {
+		return v
+	}
+	if tx.memo == nil {
+		tx.memo = map[string]any{}
+	}
+	v := mk()
+	tx.memo[key] = v
+	return v
 }
 
 // First reports whether this is the first time this attempt asks about

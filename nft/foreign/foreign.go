@@ -17,37 +17,54 @@
 //
 //   - the iptables-nft FORWARD chains (Iptables), wherever iptables can
 //     be used on the host (Use, use.go: Setup callers ask Use.Protects;
-//     an nftables-only host gets nothing of iptables-nft's). When the chain
-//     does not exist, it is created — with its table if need be — exactly
-//     as iptables-nft creates it (type filter, hook forward, priority 0,
+//     an nftables-only host gets nothing of iptables-nft's). There the
+//     accepts are marked (marked.go): each chain gets one rule for
+//     everyone, `-m mark --mark 0x1000/0x1000 -j ACCEPT` in iptables'
+//     words, and the attachments' addresses are elements of our table
+//     inet nftcni_accept, whose chain just before iptables-nft's marks the
+//     packets that rule lets through. A rule per attachment there would
+//     make every ADD and DEL cost grow with the attachments on the host:
+//     the kernel validates the whole table on each rule inserted and
+//     rebuilds the chain's rule blob on each change. When the chain does
+//     not exist, it is created — with its table if need be — exactly as
+//     iptables-nft creates it (type filter, hook forward, priority 0,
 //     policy accept), so that a DROP policy set later lands on a chain
-//     that already holds our accepts, and iptables keeps working on it.
-//     Rules there are spelled as iptables-nft spells them (payload
-//     matches, the x_tables conntrack match, a counter), so `iptables
-//     -L`, `iptables-save` and Docker's and kube-proxy's own iptables
-//     calls keep working (see Chain.Rules).
+//     that already holds the rule, and iptables keeps working on it. The
+//     rule is spelled as iptables-nft spells `-m mark` (native meta
+//     expressions, a counter), so `iptables -L`, `iptables-save` and
+//     Docker's and kube-proxy's own iptables calls keep working.
 //   - the chains an administrator names (nftablesAcceptChains), opt-in:
-//     native nft rules; such a chain must exist and is never created.
+//     native nft rules per address (Chain.Rules); such a chain must exist
+//     and is never created.
 //
-// Every rule is inserted at the chain's head and carries its attachment's
-// owner tag, with the component's name when it is not the firewall's
-// (Mark): DEL removes exactly its component's rules of the attachment, GC
-// the stale ones of the network wherever they are, CHECK counts them. No
-// rule, chain, table or policy of anyone else is ever modified or deleted;
-// nothing is created besides the iptables-nft FORWARD chain (and table).
-// That table goes again with the last rule in it, when it holds nothing
-// but its empty FORWARD chain with policy accept — a table that filters
-// nothing and that iptables shows exactly as no table; with anything of
-// anyone's in it (Docker's chains, a DROP policy) it stays as it is.
+// Every rule of ours in a named chain is inserted at the chain's head and
+// carries its attachment's owner tag, with the component's name when it
+// is not the firewall's (Mark); in nftcni_accept the claims carry them:
+// DEL removes exactly its component's accepts of the attachment, GC the
+// stale ones of the network wherever they are, CHECK counts them. The
+// shared rule in iptables-nft's chain goes with the last claim for that
+// chain. No rule, chain, table or policy of anyone else is ever modified
+// or deleted; nothing is created besides the iptables-nft FORWARD chain
+// (and table). That table goes again with the last rule in it, when it
+// holds nothing but its empty FORWARD chain with policy accept — a table
+// that filters nothing and that iptables shows exactly as no table; with
+// anything of anyone's in it (Docker's chains, a DROP policy) it stays as
+// it is.
 //
 // Rules are found by their comments; reading a chain that holds everyone's
-// costs in proportion to the attachments on the host, so an index of
-// handles (index.go, table `inet nftcni_foreign`) lets Sync and Remove
-// find an attachment's rules without it whenever the index is right.
+// costs in proportion to the rules on the host, so an index of handles
+// (index.go, table `inet nftcni_foreign`) lets Sync and Remove find an
+// attachment's rules, and the shared rule, without it whenever the index
+// is right.
+//
+// Upgrades: an attachment of an earlier version has per-address rules in
+// iptables-nft's chains (the x_tables conntrack match for replies). They
+// go at its next Sync (through the index, else one read of the chain),
+// its DEL, or GC; until then CHECK accepts them.
 //
 // Exception: a kernel without the x_tables conntrack match (nft_compat,
-// xt_conntrack — small embedded kernels) cannot run iptables-nft's
-// conntrack rules, ours or Docker's; there a missing FORWARD chain is not
+// xt_conntrack — small embedded kernels) cannot run iptables-nft's own
+// conntrack rules, Docker's included; there a missing FORWARD chain is not
 // created.
 package foreign
 

@@ -65,8 +65,9 @@ import (
 // the mark's comment, and the number of its slots in counts (key h(mark,
 // chain), same comment). Each lookup element counts its claimants in
 // counts, so an address claimed by two attachments stays until the last
-// one goes; each chain counts its owners, and the shared rule goes with
-// the last. All of it is found by lookups of known keys: no Setup or
+// one goes; lookup elements and these counts carry no owner tag, as
+// several owners may share them. Each chain counts its owners, and the
+// shared rule goes with the last. All of it is found by lookups of known keys: no Setup or
 // Teardown reads a whole set or chain.
 const MarkBit uint32 = 0x1000
 
@@ -188,9 +189,14 @@ type counter struct {
 	absent bool
 }
 
+// newCounter is tx's counter: one per attempt, shared by every plan of its
+// batch (the firewall's and portmap's may share one), so that counts they
+// both change add up and each is written once per flush.
 func newCounter(tx *nft.Tx) *counter {
-	return &counter{tx: tx, cur: map[string]uint32{}, el: map[string][]nft.Element{}, dir: map[string]bool{}, tag: map[string]string{},
-		dropped: map[Chain]bool{}}
+	return tx.Memo("foreign: counts", func() any {
+		return &counter{tx: tx, cur: map[string]uint32{}, el: map[string][]nft.Element{}, dir: map[string]bool{}, tag: map[string]string{},
+			dropped: map[Chain]bool{}}
+	}).(*counter)
 }
 
 func (c *counter) get(k []byte) (uint32, error) {
@@ -203,7 +209,7 @@ func (c *counter) get(k []byte) (uint32, error) {
 	}
 	var v uint32
 	if len(got) == 1 && len(got[0].Val) == 4 {
-		v = binary.NativeEndian.Uint32(got[0].Val)
+		v = binary.BigEndian.Uint32(got[0].Val)
 	}
 	c.cur[string(k)], c.el[string(k)] = v, got
 	return v, nil
@@ -226,14 +232,19 @@ func (c *counter) add(k []byte, d int) (uint32, error) {
 	return uint32(n), nil
 }
 
-// flush adds the changed counts to the batch: the old element deleted, the
-// new one added unless it is 0.
+// flush adds the counts changed since the last flush to the batch: the
+// element there (read, or added by an earlier flush of this batch)
+// deleted, the new one added unless it is 0.
 func (c *counter) flush(b *nft.Batch) {
 	for k := range c.dir {
 		b.DeleteElements(counts, c.el[k])
+		c.el[k] = nil
 		if v := c.cur[k]; v > 0 {
-			b.AddElements(counts, []nft.Element{{Key: []byte(k), Val: binary.NativeEndian.AppendUint32(nil, v), Comment: c.tag[k]}})
+			e := nft.Element{Key: []byte(k), Val: binary.BigEndian.AppendUint32(nil, v), Comment: c.tag[k]}
+			b.AddElements(counts, []nft.Element{e})
+			c.el[k] = []nft.Element{e}
 		}
+		delete(c.dir, k)
 	}
 }
 
@@ -270,24 +281,28 @@ func claimed(tx *nft.Tx, cnt *counter, c Chain, tag string) ([]Accept, []nft.Ele
 func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	accs := fitting(c, want)
 	cnt := newCounter(tx)
-	if ok, err := tx.TableExists(markTable); err != nil {
+	exists, err := tx.TableExists(markTable)
+	if err != nil {
 		return err
-	} else if !ok {
-		cnt.absent = true
 	}
+	cnt.absent = cnt.absent || !exists
 	old, slots, err := claimed(tx, cnt, c, m.comment())
 	if err != nil {
 		return err
 	}
-	if len(slots) == 0 && legacy {
+	if len(slots) == 0 && legacy && !claimsElsewhere(cnt, c, m) {
 		// m has no claims yet: it may have per-address rules of an
 		// earlier version here (an upgrade), which go now.
-		if err := dropLegacyAll(tx, c, m); err != nil {
+		gone, err := dropLegacyAll(tx, c, m)
+		if err != nil {
 			return err
+		}
+		if len(accs) == 0 && len(gone) > 0 {
+			return pruneIfOnly(tx, c, gone)
 		}
 	}
 	if len(accs) > 0 {
-		if err := ensureMarkTable(tx); err != nil {
+		if err := ensureMarkTable(tx, exists); err != nil {
 			return err
 		}
 	}
@@ -318,7 +333,9 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 0 {
-			b.DeleteElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
+			// Deleted only if there: an element deleted by hand must
+			// not make a DEL fail.
+			b.DeleteElements(markSet(a), mustHave(tx, markSet(a), lookupKey(a)))
 		}
 	}
 	for _, a := range accs {
@@ -330,10 +347,11 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 1 {
-			// A lookup element without a count (left by a crash, or
-			// added by hand) is replaced, not duplicated.
-			b.DeleteElements(markSet(a), mustHave(tx, markSet(a), lookupKey(a)))
-			b.AddElements(markSet(a), []nft.Element{{Key: lookupKey(a), Comment: tag}})
+			// Untagged, as the counts: several attachments may claim
+			// it, and the claims say whose it is. An element already
+			// there without a count (added by hand) is kept as it is:
+			// adding an existing key is no error.
+			b.AddElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
 		}
 	}
 	b.DeleteElements(claims, slots)
@@ -364,7 +382,7 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 }
 
 // mustHave is the element of s with key k, if there is one (nil on any
-// error: then there is none to delete as far as this batch knows).
+// error).
 func mustHave(tx *nft.Tx, s *nftables.Set, k []byte) []nft.Element {
 	got, err := tx.Lookup(s, []nft.Element{{Key: k}})
 	if err != nil {
@@ -384,8 +402,13 @@ func markedRemove(tx *nft.Tx, c Chain, m Mark) (n int, marked bool, err error) {
 	}
 	cnt := newCounter(tx)
 	old, slots, err := claimed(tx, cnt, c, m.comment())
-	if err != nil || len(slots) == 0 {
+	if err != nil {
 		return 0, false, err
+	}
+	if len(slots) == 0 {
+		// Claims in the other family's chain: m is of this layout
+		// and has nothing here (a single-stack attachment).
+		return 0, claimsElsewhere(cnt, c, m), nil
 	}
 	if err := dropLegacy(tx, c, m); err != nil {
 		return 0, false, err
@@ -406,8 +429,14 @@ func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err e
 	accs := fitting(c, want)
 	cnt := newCounter(tx)
 	old, slots, err := claimed(tx, cnt, c, m.comment())
-	if err != nil || len(slots) == 0 {
+	if err != nil {
 		return false, err
+	}
+	if len(slots) == 0 {
+		// Nothing wanted here and claims elsewhere: of this layout,
+		// with nothing in c. Otherwise Check looks for rules of an
+		// earlier version.
+		return len(accs) == 0 && claimsElsewhere(cnt, c, m), nil
 	}
 	if len(old) != len(accs) {
 		return true, fmt.Errorf("%s: %d marked accepts of this attachment, want %d", c, len(old), len(accs))
@@ -436,6 +465,22 @@ func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err e
 	return true, nil
 }
 
+// claimsElsewhere reports whether m has claims for another of
+// iptables-nft's chains than c, as the ruleset was before this batch: then
+// m has no per-address rules of an earlier version anywhere, since its
+// first Sync with claims removed them, and nothing needs reading.
+func claimsElsewhere(cnt *counter, c Chain, m Mark) bool {
+	for _, o := range Iptables {
+		if o == c {
+			continue
+		}
+		if n, err := cnt.get(ownerKey(o, m.comment())); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // fitting is the accepts of want that fit c's family, duplicates once.
 func fitting(c Chain, want []Accept) []Accept {
 	var out []Accept
@@ -451,20 +496,20 @@ func fitting(c Chain, want []Accept) []Accept {
 // marked accepts: through the index when it knows them (index.go), else by
 // reading the chain, which now holds no rule per attachment of ours (an
 // upgraded host's until their attachments are synced again).
-func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) error {
+func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) ([]uint64, error) {
 	idx, mine, ok, err := indexed(tx, c, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unindex(tx, m, idx)
 	if !ok {
 		exists, err := tx.ChainExists(c.nft())
 		if err != nil || !exists {
-			return err
+			return nil, err
 		}
 		cur, err := readChain(tx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		mine = nil
 		for _, r := range cur {
@@ -476,7 +521,7 @@ func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) error {
 	for _, h := range mine {
 		tx.Batch().DeleteForeignRule(c.nft(), h)
 	}
-	return nil
+	return mine, nil
 }
 
 // dropLegacy deletes the per-address rules m has in c from before marked
@@ -498,24 +543,43 @@ func dropLegacy(tx *nft.Tx, c Chain, m Mark) error {
 }
 
 // ensureMarkTable adds the table, its sets and chains, and the chains'
-// static rules to the batch, unless they are there as they should be.
-func ensureMarkTable(tx *nft.Tx) error {
+// static rules to the batch, unless they are there as they should be:
+// with the table there (exists), that is one read of each chain's rules,
+// which finds the chain too; otherwise everything is sent.
+func ensureMarkTable(tx *nft.Tx, exists bool) error {
 	if !tx.First("foreign: " + markTable.Name) {
 		return nil
+	}
+	statics := []struct {
+		ch    *nftables.Chain
+		rules []nft.StaticRule
+	}{{markChain, markRules()}, {unmarkChain, unmarkRules()}}
+	if exists {
+		ok := true
+		for _, st := range statics {
+			cur, err := tx.Rules(st.ch)
+			if err != nil {
+				return err
+			}
+			ok = ok && len(cur) == len(st.rules)
+			for i := 0; ok && i < len(cur); i++ {
+				ok = cur[i].Comment == st.rules[i].Comment
+			}
+		}
+		if ok {
+			return nil
+		}
 	}
 	b := tx.Batch()
 	b.AddTable(markTable)
 	for _, s := range markSets {
 		b.AddSet(s)
 	}
-	for _, cr := range []struct {
-		ch    *nftables.Chain
-		rules []nft.StaticRule
-	}{{markChain, markRules()}, {unmarkChain, unmarkRules()}} {
-		if err := tx.EnsureChain(cr.ch); err != nil {
+	for _, st := range statics {
+		if err := tx.EnsureChain(st.ch); err != nil {
 			return err
 		}
-		if err := tx.EnsureRules(cr.ch, cr.rules); err != nil {
+		if err := tx.EnsureRules(st.ch, st.rules); err != nil {
 			return err
 		}
 	}
@@ -556,6 +620,9 @@ func sharedHandle(tx *nft.Tx, c Chain) (uint64, error) {
 // ensureShared makes sure c holds the shared rule, at its head when it
 // has to be inserted, creating the chain (and table) as Sync would.
 func ensureShared(tx *nft.Tx, c Chain) error {
+	if !tx.First("foreign: shared " + c.String()) {
+		return nil
+	}
 	h, err := sharedHandle(tx, c)
 	if err != nil || h != 0 {
 		return err
