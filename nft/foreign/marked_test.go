@@ -13,6 +13,7 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
+	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
 )
 
@@ -246,4 +247,113 @@ func merge(a, b map[string][]string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// An attachment with claims is synced, checked and removed without
+// reading FORWARD whole: its claims are found by key, the shared rule
+// through the index (index.go). The index is trusted only while it is
+// right: after the shared rule was flushed, restored with new handles or
+// its table made again, Check tells whether it is there, the next Sync of
+// any attachment puts it back (once), and the last Remove takes it out.
+func TestLiveMarkedIndex(t *testing.T) {
+	hostfw.Require(t)
+	other := Mark{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}}
+	otherWant := []Accept{From(netip.MustParseAddr("10.1.0.6")), From(netip.MustParseAddr("fd00::6"))}
+	for _, tc := range []struct {
+		name    string
+		disturb func(t *testing.T, ns *netns.NS)
+		checks  bool // Check passes after the disturbance
+		resync  Mark // whose Sync puts the shared rule back
+		kept    bool // iptables-nft's tables hold more than FORWARD: kept
+		// reindexed: the shared rule was inserted again by the next
+		// Sync, so the index is right again (not after a restore, which
+		// keeps the rule under a new handle).
+		reindexed bool
+	}{
+		{"untouched", func(*testing.T, *netns.NS) {}, true, fwMark, false, true},
+		{"flushed by iptables -F", func(t *testing.T, ns *netns.NS) {
+			hostfw.Commands(t, ns, "iptables -F FORWARD\nip6tables -F FORWARD\n")
+		}, false, other, false, true},
+		{"flushed, the same attachment synced again", func(t *testing.T, ns *netns.NS) {
+			hostfw.Commands(t, ns, "iptables -F FORWARD\nip6tables -F FORWARD\n")
+		}, false, fwMark, false, true},
+		{"iptables-save and iptables-restore", func(t *testing.T, ns *netns.NS) {
+			for _, p := range []string{"iptables", "ip6tables"} {
+				hostfw.Run(t, ns, hostfw.Run(t, ns, "", p+"-save"), p+"-restore")
+			}
+		}, true, other, true, false}, // iptables-restore adds INPUT and OUTPUT
+		{"table made again", func(t *testing.T, ns *netns.NS) {
+			for _, fam := range []string{"ip", "ip6"} {
+				hostfw.Run(t, ns, "", "nft", "delete", "table", fam, "filter")
+				hostfw.Run(t, ns, "", "nft", "add", "table", fam, "filter")
+				hostfw.Run(t, ns, "", "nft", "add", "chain", fam, "filter", "FORWARD", "{ type filter hook forward priority 0; policy drop; }")
+				hostfw.Run(t, ns, "", "nft", "add", "rule", fam, "filter", "FORWARD", "counter", "comment", `"someone's"`)
+			}
+		}, false, other, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := privtest.NewNS(t)
+			update(t, ns, func(tx *nft.Tx) error {
+				for _, ch := range Iptables {
+					if err := Insert(tx, ch, pmMark, pmWant); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			reads := chainReads.Load()
+			update(t, ns, func(tx *nft.Tx) error { // a new attachment
+				for _, ch := range Iptables {
+					if err := Insert(tx, ch, fwMark, fwWant[:2]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			syncAll(t, ns, Iptables, fwMark, fwWant) // changed
+			syncAll(t, ns, Iptables, fwMark, fwWant) // unchanged
+			if err := checkAll(ns, fwMark, fwWant); err != nil {
+				t.Errorf("Check: %v", err)
+			}
+			if n := chainReads.Load() - reads; n != 0 {
+				t.Errorf("Insert, Sync and Check of attachments with claims read %d chains whole, want none", n)
+			}
+			expectShared(t, ns, 1, 1)
+
+			tc.disturb(t, ns)
+			if err := checkAll(ns, fwMark, fwWant); (err == nil) != tc.checks {
+				t.Errorf("Check after the disturbance: %v, want it to pass: %v", err, tc.checks)
+			} else if err != nil && !strings.Contains(err.Error(), "the rule accepting marked packets is missing") {
+				t.Errorf("Check after the disturbance: %v, want it to name the missing shared rule", err)
+			}
+			want := fwWant
+			if tc.resync == other {
+				want = otherWant
+			}
+			syncAll(t, ns, Iptables, tc.resync, want)
+			expectShared(t, ns, 1, 1)
+			if err := checkAll(ns, fwMark, fwWant); err != nil {
+				t.Errorf("Check after the next Sync: %v", err)
+			}
+
+			reads = chainReads.Load()
+			removeAll(t, ns, fwMark)
+			if n := chainReads.Load() - reads; n != 0 && tc.reindexed {
+				t.Errorf("Remove of an attachment with claims read %d chains whole, want none", n)
+			} else if n != 0 {
+				t.Logf("Remove read %d chains whole (index not right)", n)
+			}
+			removeAll(t, ns, other)
+			expectShared(t, ns, 1, 1) // portmap's accepts are left
+			removeAll(t, ns, pmMark)
+			expectShared(t, ns, 0, 0)
+			if got := hostfw.Others(t, ns); (got != "") != tc.kept {
+				t.Errorf("iptables-nft's tables after the last accept (want them kept: %v):\n%s", tc.kept, got)
+			}
+			if got := readMarked(t, ns); len(got.sets)+len(got.claims)+len(got.counts) != 0 {
+				t.Errorf("table inet %s after the last removal: %+v", markTable.Name, got)
+			}
+			nfttest.ExpectOwned(t, ns, "owned elements after the last removal")
+		})
+	}
 }
