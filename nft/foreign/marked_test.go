@@ -357,3 +357,152 @@ func TestLiveMarkedIndex(t *testing.T) {
 		})
 	}
 }
+
+// Two attachments with the same address (a container re-created before
+// the old one's DEL, or two networks): the first Remove keeps the lookup
+// elements the other still claims, with the shared rule; the last Remove
+// takes them, the shared rule and the iptables-nft tables Sync created.
+// Syncs of both in one batch (nftcni reload) count as two.
+func TestLiveMarkedSameAddress(t *testing.T) {
+	hostfw.Require(t)
+	twin := Mark{Owner: ownerid.Owner{Network: "net2", ContainerID: "c0ffee", IfName: "eth0"}}
+	for _, oneBatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one batch %v", oneBatch), func(t *testing.T) {
+			ns := privtest.NewNS(t)
+			if oneBatch {
+				update(t, ns, func(tx *nft.Tx) error {
+					for _, m := range []Mark{fwMark, twin} {
+						for _, ch := range Iptables {
+							if err := Sync(tx, ch, m, fwWant, false); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				})
+			} else {
+				syncAll(t, ns, Iptables, fwMark, fwWant)
+				syncAll(t, ns, Iptables, twin, fwWant)
+			}
+			expectShared(t, ns, 1, 1)
+			first := readMarked(t, ns).sets
+			if got := first["from4"]; len(got) != 1 || got[0] != "10.1.0.5 "+fwMark.comment() {
+				t.Errorf("from4 = %q, want one element carrying the first claimant's comment", got)
+			}
+			removeAll(t, ns, fwMark)
+			expectShared(t, ns, 1, 1)
+			if got := readMarked(t, ns).sets; !slices.Equal(got["from4"], first["from4"]) || !slices.Equal(got["replies6"], first["replies6"]) {
+				t.Errorf("after the first Remove: %q, want the elements kept: %q", got, first)
+			}
+			if err := checkAll(ns, twin, fwWant); err != nil {
+				t.Errorf("Check of the other attachment: %v", err)
+			}
+			if err := checkAll(ns, fwMark, fwWant); err == nil {
+				t.Error("Check of the removed attachment passes")
+			}
+			removeAll(t, ns, twin)
+			expectShared(t, ns, 0, 0)
+			if got := readMarked(t, ns); len(got.sets)+len(got.claims)+len(got.counts) != 0 {
+				t.Errorf("table inet %s after the last removal: %+v", markTable.Name, got)
+			}
+			if got := hostfw.Others(t, ns); got != "" {
+				t.Errorf("iptables-nft's tables after the last removal:\n%s", got)
+			}
+		})
+	}
+}
+
+// legacyRules inserts m's per-address rules for want into iptables-nft's
+// FORWARD chains as an earlier version did (Chain.Rules), with their index
+// elements or without (a crash between the two commits, or a version
+// before the index).
+func legacyRules(t *testing.T, ns *netns.NS, m Mark, want []Accept, indexed bool) {
+	t.Helper()
+	update(t, ns, func(tx *nft.Tx) error {
+		for _, c := range Iptables {
+			if _, err := ensure(tx, c, true); err != nil {
+				return err
+			}
+			rules := c.encode(want)
+			if indexed {
+				insert(tx, c, m, rules)
+				continue
+			}
+			for _, exprs := range rules {
+				tx.Batch().InsertForeignRule(&nftables.Rule{Table: c.Table, Chain: c.nft(), Exprs: exprs}, m.comment())
+			}
+		}
+		return nil
+	})
+}
+
+// legacyCount is how many rules of m iptables-nft's FORWARD chains hold.
+func legacyCount(t *testing.T, ns *netns.NS, m Mark) int {
+	t.Helper()
+	n := 0
+	for _, ch := range Iptables {
+		for _, r := range rulesOf(t, ns, ch) {
+			n += btoi(m.Has(r.Comment))
+		}
+	}
+	return n
+}
+
+// Upgrade: an attachment with per-address rules of an earlier version and
+// no claims passes Check; its Remove removes those rules (and only its
+// own), its Sync replaces them by claims; then, with the last accept, the
+// tables go as before.
+func TestLiveMarkedUpgrade(t *testing.T) {
+	hostfw.Require(t)
+	for _, indexed := range []bool{true, false} {
+		for _, op := range []string{"Remove", "Sync"} {
+			t.Run(fmt.Sprintf("%s indexed %v", op, indexed), func(t *testing.T) {
+				ns := privtest.NewNS(t)
+				legacyRules(t, ns, fwMark, fwWant, indexed)
+				legacyRules(t, ns, pmMark, pmWant, indexed)
+				if n := legacyCount(t, ns, fwMark); n != 4 {
+					t.Fatalf("%d legacy rules of the firewall, want 4", n)
+				}
+				if err := checkAll(ns, fwMark, fwWant); err != nil {
+					t.Errorf("Check of the legacy rules: %v", err)
+				}
+				switch op {
+				case "Remove":
+					removeAll(t, ns, fwMark)
+					if got := readMarked(t, ns); len(got.claims) != 0 {
+						t.Errorf("Remove made claims: %+v", got)
+					}
+				case "Sync":
+					syncAll(t, ns, Iptables, fwMark, fwWant)
+					if n := legacyCount(t, ns, fwMark); n != 0 {
+						t.Errorf("%d legacy rules of the firewall left after its Sync", n)
+					}
+					if n := legacyCount(t, ns, sharedMark); n != 2 {
+						t.Errorf("%d shared rules after Sync, want one per family", n)
+					}
+					if err := checkAll(ns, fwMark, fwWant); err != nil {
+						t.Errorf("Check after Sync: %v", err)
+					}
+					if got := readMarked(t, ns); got.claims[fwMark.comment()] != 4 {
+						t.Errorf("claims after Sync: %v, want 4 of the firewall's", got.claims)
+					}
+					removeAll(t, ns, fwMark)
+				}
+				if n := legacyCount(t, ns, fwMark); n != 0 {
+					t.Errorf("%d legacy rules of the firewall left after %s", n, op)
+				}
+				if n := legacyCount(t, ns, pmMark); n != 2 {
+					t.Errorf("%d legacy rules of portmap, want its 2 untouched", n)
+				}
+				if n := legacyCount(t, ns, sharedMark); n != 0 {
+					t.Errorf("%d shared rules left after the firewall's last accept", n)
+				}
+				removeAll(t, ns, pmMark)
+				if got := hostfw.Others(t, ns); got != "" {
+					t.Errorf("iptables-nft's tables after the last removal:\n%s", got)
+				}
+				nfttest.ExpectOwned(t, ns, "owned elements after the last removal")
+			})
+		}
+	}
+}
