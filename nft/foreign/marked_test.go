@@ -506,3 +506,67 @@ func TestLiveMarkedUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// GC (RemoveEverywhere) removes the claims of the stale attachments it
+// selects, with the lookup elements no one else claims, and leaves other
+// attachments' and other networks' alone; with the last claims goes the
+// shared rule.
+func TestLiveMarkedGC(t *testing.T) {
+	hostfw.Require(t)
+	stale := Mark{Owner: ownerid.Owner{Network: "net1", ContainerID: "dead", IfName: "eth0"}}
+	staleWant := []Accept{From(netip.MustParseAddr("10.1.0.7")), RepliesTo(netip.MustParseAddr("fd00::7"))}
+	net2 := Mark{Owner: ownerid.Owner{Network: "net2", ContainerID: "c0ffee", IfName: "eth0"}}
+	net2Want := []Accept{From(netip.MustParseAddr("10.2.0.5"))}
+	ns := privtest.NewNS(t)
+	syncAll(t, ns, Iptables, fwMark, fwWant)
+	syncAll(t, ns, Iptables, pmMark, pmWant)
+	syncAll(t, ns, Iptables, stale, staleWant)
+	syncAll(t, ns, Iptables, stale, staleWant)
+	syncAll(t, ns, Iptables, net2, net2Want)
+	gc := func(match func(string) bool) {
+		update(t, ns, func(tx *nft.Tx) error { _, err := RemoveEverywhere(tx, match); return err })
+	}
+	// GC of net1 with c0ffee valid: dead is stale.
+	gc(ownerid.StaleFunc("net1", []ownerid.Owner{owner}))
+	got := readMarked(t, ns)
+	if got.claims[stale.comment()]+got.counts[stale.comment()] != 0 {
+		t.Errorf("the stale attachment's claims are left: %+v", got)
+	}
+	if got.claims[fwMark.comment()] != 4 || got.claims[pmMark.comment()] != 2 || got.claims[net2.comment()] != 1 {
+		t.Errorf("claims of valid attachments after GC: %v", got.claims)
+	}
+	for _, set := range []string{"from4", "replies6"} {
+		for _, e := range got.sets[set] {
+			if strings.HasPrefix(e, "10.1.0.7 ") || strings.HasPrefix(e, "fd00::7 ") {
+				t.Errorf("set %s keeps the stale address: %q", set, got.sets[set])
+			}
+		}
+	}
+	if want := []string{"10.1.0.5 " + fwMark.comment(), "10.2.0.5 " + net2.comment()}; !slices.Equal(got.sets["from4"], want) {
+		t.Errorf("from4 after GC: %q, want %q", got.sets["from4"], want)
+	}
+	expectShared(t, ns, 1, 1)
+	for _, m := range []Mark{fwMark, net2} {
+		want := map[Mark][]Accept{fwMark: fwWant, net2: net2Want}[m]
+		if err := checkAll(ns, m, want); err != nil {
+			t.Errorf("Check of %q after GC: %v", m.comment(), err)
+		}
+	}
+	// All of net1 stale: net2's claim keeps the IPv4 shared rule; the
+	// IPv6 chain has no claims left.
+	gc(ownerid.StaleFunc("net1", nil))
+	expectShared(t, ns, 1, 0)
+	got = readMarked(t, ns)
+	if want := []string{"10.2.0.5 " + net2.comment()}; !slices.Equal(got.sets["from4"], want) || len(got.sets) != 1 {
+		t.Errorf("sets after net1's GC: %q, want only from4 %q", got.sets, want)
+	}
+	gc(ownerid.StaleFunc("net2", nil))
+	expectShared(t, ns, 0, 0)
+	if got := readMarked(t, ns); len(got.sets)+len(got.claims)+len(got.counts) != 0 {
+		t.Errorf("table inet %s after the last GC: %+v", markTable.Name, got)
+	}
+	if got := hostfw.Others(t, ns); got != "" {
+		t.Errorf("iptables-nft's tables after the last GC:\n%s", got)
+	}
+	nfttest.ExpectOwned(t, ns, "owned elements after the last GC")
+}
