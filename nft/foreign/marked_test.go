@@ -6,15 +6,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftcni/nftcni/internal/hostfw"
 	"github.com/nftcni/nftcni/internal/privtest"
+	"github.com/nftcni/nftcni/netlinkx"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // Live tests of the marked layout (marked.go): iptables-nft's FORWARD
@@ -569,4 +573,93 @@ func TestLiveMarkedGC(t *testing.T) {
 		t.Errorf("iptables-nft's tables after the last GC:\n%s", got)
 	}
 	nfttest.ExpectOwned(t, ns, "owned elements after the last GC")
+}
+
+// routed builds container ⇄ host (router) ⇄ outside: addresses of both
+// families, routes both ways, forwarding on in host, and in host a port
+// mapping's DNAT (host 192.0.2.1:8080 → container 10.99.0.5:80) and
+// iptables' FORWARD policy set to DROP (Docker's, kube-proxy's).
+func routed(t *testing.T) (container, host, outside *netns.NS) {
+	t.Helper()
+	container, host, outside = privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
+	privtest.Wire(t, host, "to-c", netip.MustParsePrefix("10.99.0.1/24"), container, "eth0", netip.MustParsePrefix("10.99.0.5/24"))
+	privtest.Wire(t, host, "to-o", netip.MustParsePrefix("192.0.2.1/24"), outside, "eth0", netip.MustParsePrefix("192.0.2.2/24"))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	noDAD := netlinkx.AddrOpts{NoDAD: true}
+	hc, hh, ho := privtest.Handle(t, container), privtest.Handle(t, host), privtest.Handle(t, outside)
+	must(hc.AddAddr("eth0", netip.MustParsePrefix("fd00:99::5/64"), noDAD))
+	must(hh.AddAddr("to-c", netip.MustParsePrefix("fd00:99::1/64"), noDAD))
+	must(hh.AddAddr("to-o", netip.MustParsePrefix("2001:db8::1/64"), noDAD))
+	must(ho.AddAddr("eth0", netip.MustParsePrefix("2001:db8::2/64"), noDAD))
+	for _, ns := range []*netns.NS{container, host, outside} {
+		must(privtest.Handle(t, ns).SetUp("lo"))
+	}
+	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: netip.MustParseAddr("10.99.0.1")}))
+	must(hc.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("::/0"), Gw: netip.MustParseAddr("fd00:99::1")}))
+	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("10.99.0.0/24"), Gw: netip.MustParseAddr("192.0.2.1")}))
+	must(ho.AddRoute(netlinkx.Route{Dst: netip.MustParsePrefix("fd00:99::/64"), Gw: netip.MustParseAddr("2001:db8::1")}))
+	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
+	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
+	hostfw.Load(t, host, "table ip pm { chain pre { type nat hook prerouting priority dstnat; tcp dport 8080 dnat to 10.99.0.5:80; }; }")
+	hostfw.Commands(t, host, "iptables -P FORWARD DROP\nip6tables -P FORWARD DROP\n")
+	return container, host, outside
+}
+
+// Packets through a router whose iptables FORWARD policy is DROP: the
+// container's own traffic and the replies pass with the firewall's
+// accepts, new connections from outside do not, a port mapping's
+// connections pass with portmap's, and after Remove nothing passes again.
+func TestLiveMarkedTraffic(t *testing.T) {
+	hostfw.Require(t)
+	container, host, outside := routed(t)
+	port := uint16(40000)
+	exchange := func(from, to *netns.NS, src, dst string) bool {
+		port++
+		_, echoed := privtest.UDPExchange(t, from, to, netip.AddrPortFrom(netip.MustParseAddr(src), port), netip.MustParseAddr(dst), 700*time.Millisecond)
+		return echoed
+	}
+	mapped := func() bool {
+		got := privtest.TCPRoundTrip(t, outside, netip.MustParseAddrPort("192.0.2.1:8080"), container, netip.MustParseAddrPort("10.99.0.5:80"))
+		return got.IsValid()
+	}
+	fw := []Accept{From(netip.MustParseAddr("10.99.0.5")), RepliesTo(netip.MustParseAddr("10.99.0.5")),
+		From(netip.MustParseAddr("fd00:99::5")), RepliesTo(netip.MustParseAddr("fd00:99::5"))}
+	pm := []Accept{DNATedTo(unix.IPPROTO_TCP, netip.MustParseAddrPort("10.99.0.5:80"))}
+	// noMap: the port mapping is not tried (a failed TCP round trip
+	// takes 3 s; "firewall's accepts" is the step that shows it fails).
+	type want struct{ out4, out6, in4, mapped, noMap bool }
+	expect := func(step string, w want) {
+		t.Helper()
+		for _, tt := range []struct {
+			name string
+			got  func() bool
+			want bool
+		}{
+			{"container → outside (IPv4)", func() bool { return exchange(container, outside, "10.99.0.5", "192.0.2.2") }, w.out4},
+			{"container → outside (IPv6)", func() bool { return exchange(container, outside, "fd00:99::5", "2001:db8::2") }, w.out6},
+			{"outside → container, a new connection", func() bool { return exchange(outside, container, "192.0.2.2", "10.99.0.5") }, w.in4},
+			{"outside → host:8080 → container:80", mapped, w.mapped},
+		} {
+			if w.noMap && tt.want == w.mapped && strings.HasPrefix(tt.name, "outside → host") {
+				continue
+			}
+			if got := tt.got(); got != tt.want {
+				t.Errorf("%s: %s passes: %v, want %v", step, tt.name, got, tt.want)
+			}
+		}
+	}
+	expect("before Sync", want{noMap: true})
+	syncAll(t, host, Iptables, fwMark, fw)
+	expect("firewall's accepts", want{out4: true, out6: true})
+	syncAll(t, host, Iptables, pmMark, pm)
+	expect("and portmap's", want{out4: true, out6: true, mapped: true})
+	removeAll(t, host, fwMark)
+	expect("firewall's removed", want{mapped: true})
+	removeAll(t, host, pmMark)
+	expect("all removed", want{})
 }
