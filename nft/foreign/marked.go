@@ -65,8 +65,9 @@ import (
 // the mark's comment, and the number of its slots in counts (key h(mark,
 // chain), same comment). Each lookup element counts its claimants in
 // counts, so an address claimed by two attachments stays until the last
-// one goes; each chain counts its owners, and the shared rule goes with
-// the last. All of it is found by lookups of known keys: no Setup or
+// one goes; lookup elements and these counts carry no owner tag, as
+// several owners may share them. Each chain counts its owners, and the
+// shared rule goes with the last. All of it is found by lookups of known keys: no Setup or
 // Teardown reads a whole set or chain.
 const MarkBit uint32 = 0x1000
 
@@ -332,7 +333,9 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 0 {
-			b.DeleteElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
+			// Deleted only if there: an element deleted by hand must
+			// not make a DEL fail.
+			b.DeleteElements(markSet(a), mustHave(tx, markSet(a), lookupKey(a)))
 		}
 	}
 	for _, a := range accs {
@@ -344,10 +347,11 @@ func rewriteClaims(tx *nft.Tx, cnt *counter, c Chain, tag string, old []Accept, 
 			return err
 		}
 		if n == 1 {
-			// An element already there without a count (added by
-			// hand) is kept as it is: adding an existing key is no
-			// error.
-			b.AddElements(markSet(a), []nft.Element{{Key: lookupKey(a), Comment: tag}})
+			// Untagged, as the counts: several attachments may claim
+			// it, and the claims say whose it is. An element already
+			// there without a count (added by hand) is kept as it is:
+			// adding an existing key is no error.
+			b.AddElements(markSet(a), []nft.Element{{Key: lookupKey(a)}})
 		}
 	}
 	b.DeleteElements(claims, slots)
