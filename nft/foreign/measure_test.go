@@ -92,24 +92,14 @@ func TestLiveMeasureAccepts(t *testing.T) {
 // sets and maps in ns, 0 without the table.
 func countElements(t *testing.T, ns *netns.NS) int {
 	t.Helper()
-	c, err := nft.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if ok, err := c.TableExists(markTable); err != nil || !ok {
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	}
-	n := 0
-	for _, s := range markSets {
-		els, err := c.Elements(s)
-		if err != nil {
-			t.Fatal(err)
-		}
+	m, n := readMarked(t, ns), 0
+	for _, els := range m.sets {
 		n += len(els)
+	}
+	for _, by := range []map[string]int{m.claims, m.counts} {
+		for _, k := range by {
+			n += k
+		}
 	}
 	return n
 }
