@@ -611,6 +611,9 @@ func routed(t *testing.T) (container, host, outside *netns.NS) {
 	must(sysctl.Set(host, "net/ipv4/ip_forward", "1"))
 	must(sysctl.Set(host, "net/ipv6/conf/all/forwarding", "1"))
 	hostfw.Load(t, host, "table ip pm { chain pre { type nat hook prerouting priority dstnat; tcp dport 8080 dnat to 10.99.0.5:80; }; }")
+	// A packet leaving the router with the bit set would carry our mark
+	// into whatever comes after the forward hook.
+	hostfw.Load(t, host, "table inet leak { chain post { type filter hook postrouting priority 0; meta mark & 0x1000 == 0x1000 counter; }; }")
 	hostfw.Commands(t, host, "iptables -P FORWARD DROP\nip6tables -P FORWARD DROP\n")
 	return container, host, outside
 }
@@ -667,4 +670,7 @@ func TestLiveMarkedTraffic(t *testing.T) {
 	expect("firewall's removed", want{mapped: true})
 	removeAll(t, host, pmMark)
 	expect("all removed", want{})
+	if out := hostfw.Run(t, host, "", "nft", "list", "chain", "inet", "leak", "post"); !strings.Contains(out, "counter packets 0 bytes 0") {
+		t.Errorf("packets left the router with the mark bit set:\n%s", out)
+	}
 }
