@@ -308,15 +308,21 @@ func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
 	if err != nil {
 		return err
 	}
-	if len(slots) == 0 && legacy && !claimsElsewhere(cnt, c, m) {
-		// m has no claims yet: it may have per-address rules of an
-		// earlier version here (an upgrade), which go now.
-		gone, err := dropLegacyAll(tx, c, m)
-		if err != nil {
-			return err
-		}
-		if len(accs) == 0 && len(gone) > 0 {
-			return pruneIfOnly(tx, c, gone)
+	if len(slots) == 0 && legacy && !claimsElsewhere(cnt, c, m) && tx.First("foreign: legacy "+m.comment()) {
+		// m has no claims in any of iptables-nft's chains: it may
+		// have per-address rules of an earlier version in them (an
+		// upgrade), which go now, from every chain at once — the
+		// next chain's Sync sees this one's claims.
+		for _, o := range Iptables {
+			gone, err := dropLegacyAll(tx, o, m)
+			if err != nil {
+				return err
+			}
+			if len(fitting(o, want)) == 0 && len(gone) > 0 {
+				if err := pruneIfOnly(tx, o, gone); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if len(accs) > 0 {
@@ -619,27 +625,45 @@ var sharedMark = Mark{Owner: sharedOwner}
 // none: from the index when it is right, else read from the chain (whose
 // rules are everyone's, but no longer one per attachment of ours).
 func sharedHandle(tx *nft.Tx, c Chain) (uint64, error) {
+	h, _, err := sharedHandleIndexed(tx, c)
+	return h, err
+}
+
+// reindexShared is sharedHandle that also writes the index element again
+// when the rule had to be found by reading the chain (its handle changed:
+// an iptables-save and iptables-restore), so that the next operations
+// find it by lookups again. Not for CHECK, which writes nothing.
+func reindexShared(tx *nft.Tx, c Chain) (uint64, error) {
+	h, read, err := sharedHandleIndexed(tx, c)
+	if err != nil || h == 0 || !read || !tx.First("foreign: reindex shared "+c.String()) {
+		return h, err
+	}
+	return h, writeIndex(tx, c, sharedMark, []uint64{h})
+}
+
+// sharedHandleIndexed is sharedHandle, and whether it read the chain.
+func sharedHandleIndexed(tx *nft.Tx, c Chain) (h uint64, read bool, err error) {
 	_, hs, ok, err := indexed(tx, c, sharedMark)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if ok && len(hs) == 1 {
-		return hs[0], nil
+		return hs[0], false, nil
 	}
 	exists, err := tx.ChainExists(c.nft())
 	if err != nil || !exists {
-		return 0, err
+		return 0, false, err
 	}
 	cur, err := readChain(tx, c)
 	if err != nil {
-		return 0, err
+		return 0, true, err
 	}
 	for _, r := range cur {
 		if r.Comment == sharedComment() {
-			return r.Handle, nil
+			return r.Handle, true, nil
 		}
 	}
-	return 0, nil
+	return 0, true, nil
 }
 
 // ensureShared makes sure c holds the shared rule, at its head when it
@@ -648,7 +672,7 @@ func ensureShared(tx *nft.Tx, c Chain) error {
 	if !tx.First("foreign: shared " + c.String()) {
 		return nil
 	}
-	h, err := sharedHandle(tx, c)
+	h, err := reindexShared(tx, c)
 	if err != nil || h != 0 {
 		return err
 	}
