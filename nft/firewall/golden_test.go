@@ -258,7 +258,7 @@ func TestGoldenSetupNoIptables(t *testing.T) {
 // does.
 func TestGoldenSetupIptablesTableOnly(t *testing.T) {
 	t.Parallel()
-	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, noIptables(sampleAttachment)) })
+	f := run(t, existingMarked(), func(ns *netns.NS) error { return Setup(ns, noIptables(sampleAttachment)) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 }
 
@@ -309,7 +309,7 @@ func TestGoldenSetupFilterTableWithoutForward(t *testing.T) {
 // squared). A Setup with other addresses reads them.
 func TestGoldenSetupAgain(t *testing.T) {
 	t.Parallel()
-	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
+	f := run(t, existingMarked(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes))
 	for _, r := range f.Reads {
 		if strings.HasPrefix(r, "dump ") {
