@@ -1,9 +1,15 @@
 package nfttest
 
 import (
+	"encoding/binary"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/nftcni/nftcni/nft"
 	"github.com/nftcni/nftcni/ownerid"
 )
 
@@ -88,4 +94,90 @@ func CountNote(key string, n int, comment string) string {
 		c = ` comment "` + comment + `"`
 	}
 	return fmt.Sprintf(`nft add element inet nftcni_accept counts { "%s" : %d%s }`, key, n, c)
+}
+
+// Claim is one accept of an owner (Tag) for the iptables-nft FORWARD
+// chain of Addr's family: Kind 0 from, 1 replies to, 2 DNATed to
+// Addr:Port over Proto.
+type Claim struct {
+	Tag   string
+	Kind  int
+	Addr  netip.Addr
+	Proto uint8
+	Port  uint16
+}
+
+func (c Claim) lookupKey() []byte {
+	k := c.Addr.AsSlice()
+	if c.Kind == 2 {
+		k = append(k, c.Proto, 0, 0, 0, byte(c.Port>>8), byte(c.Port), 0, 0)
+	}
+	return k
+}
+
+// Marked adds to st what Setups leave for the iptables-nft FORWARD chains
+// in the marked layout (nft/foreign): table inet nftcni_accept with the
+// lookup elements, claims (each owner's in the order given) and counts of
+// cl, and the shared rule at the head of each chain with owners, in place
+// of any rule of ours there.
+func Marked(st State, cl ...Claim) State {
+	st.Tables["inet nftcni_accept"] = true
+	st.Chains["inet nftcni_accept mark"] = []string{
+		"nftcni accept v1: from container4", "nftcni accept v1: replies4", "nftcni accept v1: dnat4", "nftcni accept v1: dnat replies4",
+		"nftcni accept v1: from container6", "nftcni accept v1: replies6", "nftcni accept v1: dnat6", "nftcni accept v1: dnat replies6",
+	}
+	st.Chains["inet nftcni_accept unmark"] = []string{"nftcni accept v1: unmark"}
+	sets := map[string][]Elem{}
+	for _, s := range []string{"from4", "from6", "replies4", "replies6", "dnat4", "dnat6", "claims", "counts"} {
+		sets[s] = []Elem{}
+	}
+	count := func(k string, n int, comment string) Elem {
+		return Elem{Key: nft.IfnameKey(k), Val: binary.BigEndian.AppendUint32(nil, uint32(n)), Comment: comment}
+	}
+	type owner struct{ chain, tag string }
+	slots, elems, users := map[owner]int{}, map[string]int{}, map[string]int{}
+	var owners []owner
+	var order []string
+	for _, c := range cl {
+		ch, n, fam := FwdChain(c.Addr.String()), "4", byte(4)
+		if c.Addr.Is6() {
+			n, fam = "6", 6
+		}
+		set := []string{"from", "replies", "dnat"}[c.Kind] + n
+		ek := ElementCountKey(c.Kind, c.lookupKey())
+		if elems[ek] == 0 {
+			sets[set] = append(sets[set], Elem{Key: c.lookupKey()})
+			order = append(order, ek)
+		}
+		elems[ek]++
+		data := make([]byte, 2*nft.IfnameLen)
+		data[0], data[1], data[2] = byte(c.Kind)+1, fam, c.Proto
+		binary.BigEndian.PutUint16(data[4:], c.Port)
+		copy(data[8:], c.Addr.AsSlice())
+		o := owner{ch, c.Tag}
+		if slots[o] == 0 {
+			owners = append(owners, o)
+			users[ch]++
+		}
+		h := ownerid.ShortHash("claims " + c.Tag + " " + ch)
+		sets["claims"] = append(sets["claims"], Elem{Key: nft.Concat(nft.IfnameKey(h), nft.IfnameKey(strconv.Itoa(slots[o]))), Val: data, Comment: c.Tag})
+		slots[o]++
+	}
+	for _, o := range owners {
+		sets["counts"] = append(sets["counts"], count(OwnerCountKey(o.chain, o.tag), slots[o], o.tag))
+	}
+	for _, ek := range order {
+		sets["counts"] = append(sets["counts"], count(ek, elems[ek], ""))
+	}
+	for _, ch := range slices.Sorted(maps.Keys(users)) {
+		sets["counts"] = append(sets["counts"], count(UsersCountKey(ch), users[ch], ""))
+		st.Chains[ch] = append([]string{SharedTag}, slices.DeleteFunc(slices.Clone(st.Chains[ch]), func(c string) bool {
+			_, ours := ownerid.ParseTag(c)
+			return ours
+		})...)
+	}
+	for s, els := range sets {
+		st.Sets["inet nftcni_accept "+s] = els
+	}
+	return st
 }
