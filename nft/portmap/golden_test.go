@@ -336,13 +336,14 @@ func TestGoldenSetupFresh6(t *testing.T) {
 func TestGoldenSetupAgain(t *testing.T) {
 	t.Parallel()
 	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, web) })
+	f := sys.run(existingMarked(), func(ns *netns.NS) error { return Setup(ns, web) })
 	nfttest.Golden(t, "setup_again", f.Only(t), nfttest.ExistingChains(staticNotes4))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("dumps %q, want none (marker with a record: lookups)", d)
 	}
-	// The owner has state: its accepts in iptables-nft's FORWARD chain
-	// are read and found complete.
+	// The owner has state: its claims are found complete, and the shared
+	// rule in iptables-nft's FORWARD chain is looked for (read, as the
+	// fake has no index of rule handles).
 	if !slices.Contains(f.RuleReads, "ip filter FORWARD") {
 		t.Errorf("rules read of %q, want ip filter FORWARD's", f.RuleReads)
 	}

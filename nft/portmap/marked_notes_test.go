@@ -40,3 +40,12 @@ func newDnatNotes(o ownerid.Owner, proto, addr, port string, create, first bool)
 	}
 	return out
 }
+
+// existingMarked is existing() as this version leaves it: sample's and
+// other's DNAT accepts for ip filter FORWARD marked, not per-address
+// rules (sample's firewall accepts too, of which portmap knows nothing).
+func existingMarked() nfttest.State {
+	return nfttest.Marked(existing(),
+		nfttest.Claim{Tag: pm(sample), Kind: 2, Addr: netip.MustParseAddr("10.88.0.5"), Proto: 6, Port: 80},
+		nfttest.Claim{Tag: pm(other), Kind: 2, Addr: netip.MustParseAddr("10.88.0.7"), Proto: 17, Port: 5353})
+}
