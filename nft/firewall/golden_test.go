@@ -361,7 +361,7 @@ func TestGoldenSetupAcceptChain(t *testing.T) {
 	t.Parallel()
 	a := sampleAttachment
 	a.AcceptChains = []foreign.Chain{{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "filter"}, Name: "forward"}}
-	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
+	f := run(t, existingMarked(), func(ns *netns.NS) error { return Setup(ns, a) })
 	tag := sample.Tag()
 	nfttest.Golden(t, "setup_accept_chain", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft insert rule inet filter forward ip saddr 10.1.0.5 accept comment "` + tag + `"`,

@@ -365,7 +365,7 @@ func TestSetupAgainLocalnetOff(t *testing.T) {
 func TestSetupAgainWithoutRecord(t *testing.T) {
 	t.Parallel()
 	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	st := existing()
+	st := existingMarked()
 	st.Sets["ip nftcni_portmap owners"] = []nfttest.Elem{nfttest.Marker(sample), nfttest.Marker(other)}
 	f := sys.run(st, func(ns *netns.NS) error { return Setup(ns, web) })
 	if d := f.Dumps(); len(d) != len(fam4.sets())+1 {
