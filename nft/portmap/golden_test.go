@@ -432,7 +432,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 	s.Owner = nfttest.Third
 	s.Mappings = []Mapping{{HostPort: 9090, Proto: unix.IPPROTO_TCP, Target: netip.MustParseAddrPort("10.88.0.5:80")}}
 	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, s) })
+	f := sys.run(existingMarked(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	// The localnet record is per attachment: sample's stays (until its
 	// DEL or GC) beside the new one.
@@ -446,8 +446,7 @@ func TestGoldenSetupTakeOver(t *testing.T) {
 		`nft create element ip nftcni_portmap localhost { 10.88.0.5 comment "` + tag + `" }`,
 		`nft create element ip nftcni_portmap localnet ` + localnetNote(nfttest.Third, true),
 		nfttest.CreateMarkerWithNote(tbl, nfttest.Third, record(s)),
-		acceptNote("6", "10.88.0.5", "80", nfttest.Third),
-	}))
+	}, dnatNotes(nfttest.Third, "6", "10.88.0.5", "80", false, 1, 2)))
 	if d := f.Dumps(); len(d) != 0 {
 		t.Errorf("fast path dumped %q", d)
 	}

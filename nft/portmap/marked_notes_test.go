@@ -15,6 +15,15 @@ import (
 // when first: the lookup element, the claim, the chain (created when
 // create), the shared rule, the counts.
 func newDnatNotes(o ownerid.Owner, proto, addr, port string, create, first bool) []string {
+	return dnatNotes(o, proto, addr, port, create, 0, 0)
+}
+
+// dnatNotes are newDnatNotes where elem owners claimed the same accept
+// before (its lookup element exists, its count is replaced) and users
+// owners had claims for the chain (0: o is the first, the shared rule is
+// inserted).
+func dnatNotes(o ownerid.Owner, proto, addr, port string, create bool, elem, users int) []string {
+	first := users == 0
 	ch, tag := nfttest.FwdChain(addr), pm(o)
 	fam, n := strings.Fields(ch)[0], "4"
 	if fam == "ip6" {
@@ -24,21 +33,26 @@ func newDnatNotes(o ownerid.Owner, proto, addr, port string, create, first bool)
 	p, _ := strconv.Atoi(proto)
 	pt, _ := strconv.Atoi(port)
 	key := append(netip.MustParseAddr(addr).AsSlice(), byte(p), 0, 0, 0, byte(pt>>8), byte(pt), 0, 0)
-	out := []string{
-		`nft add element inet nftcni_accept dnat` + n + ` { ` + addr + ` . ` + name + ` . ` + port + ` }`,
-		nfttest.ClaimNote(ch, tag, 0, "accept DNATed to "+name+" "+netip.AddrPortFrom(netip.MustParseAddr(addr), uint16(pt)).String()),
+	var out []string
+	if elem == 0 {
+		out = append(out, `nft add element inet nftcni_accept dnat`+n+` { `+addr+` . `+name+` . `+port+` }`)
 	}
+	out = append(out, nfttest.ClaimNote(ch, tag, 0, "accept DNATed to "+name+" "+netip.AddrPortFrom(netip.MustParseAddr(addr), uint16(pt)).String()))
 	if create {
 		out = append(out, createNotes(fam)...)
 	}
 	if first {
 		out = append(out, nfttest.SharedNote(ch))
 	}
-	out = append(out, nfttest.CountNote(nfttest.ElementCountKey(2, key), 1, ""), nfttest.CountNote(nfttest.OwnerCountKey(ch, tag), 1, tag))
-	if first {
-		out = append(out, nfttest.CountNote(nfttest.UsersCountKey(ch), 1, ""))
+	del := func(k string) string { return `nft delete element inet nftcni_accept counts { "` + k + `" }` }
+	if elem > 0 {
+		out = append(out, del(nfttest.ElementCountKey(2, key)))
 	}
-	return out
+	out = append(out, nfttest.CountNote(nfttest.ElementCountKey(2, key), elem+1, ""), nfttest.CountNote(nfttest.OwnerCountKey(ch, tag), 1, tag))
+	if users > 0 {
+		out = append(out, del(nfttest.UsersCountKey(ch)))
+	}
+	return append(out, nfttest.CountNote(nfttest.UsersCountKey(ch), users+1, ""))
 }
 
 // existingMarked is existing() as this version leaves it: sample's and
