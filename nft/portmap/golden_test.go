@@ -470,7 +470,7 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 		Localnet:  []string{"cni0"},
 	}
 	sys := fakeSysctls(t, map[string]string{cni0Localnet: "1"})
-	f := sys.run(existing(), func(ns *netns.NS) error { return Setup(ns, s) })
+	f := sys.run(existingMarked(), func(ns *netns.NS) error { return Setup(ns, s) })
 	tag := nfttest.Third.Tag()
 	rec := "6:9090>10.88.0.9:80 6:9090>[fd00:88::9]:80 h10.88.0.9/24 hfd00:88::9/64 l10.88.0.9 ncni0 m"
 	nfttest.Golden(t, "setup_masqall", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes4), hairpinNotes("ip", 0, "0.0.0.0"), []string{
@@ -485,10 +485,7 @@ func TestGoldenSetupMasqAll(t *testing.T) {
 		`nft add element ip6 nftcni_portmap hairpins { fd00:88::9 : jump hairpin_0 comment "` + tag + `" }`,
 		`nft add element ip6 nftcni_portmap hairpin_local { fd00:88::9 . :: comment "` + tag + `" }`,
 		nfttest.CreateMarkerWithNote("ip6 nftcni_portmap", nfttest.Third, rec),
-		acceptNote("6", "10.88.0.9", "80", nfttest.Third),
-	}, createNotes("ip6"), []string{
-		acceptNote("6", "fd00:88::9", "80", nfttest.Third),
-	}))
+	}, dnatNotes(nfttest.Third, "6", "10.88.0.9", "80", false, 0, 2), dnatNotes(nfttest.Third, "6", "fd00:88::9", "80", true, 0, 0)))
 }
 
 // When the fast path's batch is refused, Setup runs once more on the slow
