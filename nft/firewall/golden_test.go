@@ -328,7 +328,7 @@ func TestGoldenSetupAgain(t *testing.T) {
 // heads.
 func TestGoldenSetupForeign(t *testing.T) {
 	t.Parallel()
-	st := existing()
+	st := existingMarked()
 	a := Attachment{Owner: ownerid.Owner{Network: "mynet", ContainerID: "beef", IfName: "eth0"}, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("fd00:1::9")}}
 	f := run(t, st, func(ns *netns.NS) error { return Setup(ns, a) })
 	tag, i := a.Owner.Tag(), id(a.Owner)
@@ -340,7 +340,7 @@ func TestGoldenSetupForeign(t *testing.T) {
 		`nft add element inet nftcni_firewall counts6 { fd00:1::9 : 1 }`,
 		`nft create element inet nftcni_firewall allow6 { fd00:1::9 comment "` + tag + `" }`,
 		markerNote("create", a.Owner, "10.1.0.9 fd00:1::9"),
-	}, iptNotes("10.1.0.9", tag), iptNotes("fd00:1::9", tag)))
+	}, claimNotesUsers(tag, false, 2, "10.1.0.9"), claimNotesUsers(tag, false, 1, "fd00:1::9")))
 	// A new owner (no marker): lookups of its own keys, no set or
 	// iptables-nft chain read whole.
 	for _, r := range f.Reads {
@@ -348,10 +348,16 @@ func TestGoldenSetupForeign(t *testing.T) {
 			t.Errorf("read %s", r)
 		}
 	}
+	// Rules read: of our tables' chains (the static rules checked once
+	// per batch), and each FORWARD chain once, for the shared rule (the
+	// fake has no table handles, so the index is never trusted here;
+	// nft/foreign's live tests cover it).
+	seen := map[string]bool{}
 	for _, r := range f.RuleReads {
-		if !strings.HasPrefix(r, "inet "+TableName+" ") {
+		if !strings.HasPrefix(strings.Fields(r)[1], nft.TablePrefix) && (seen[r] || !strings.HasSuffix(r, " filter FORWARD")) {
 			t.Errorf("read the rules of %s", r)
 		}
+		seen[r] = true
 	}
 }
 

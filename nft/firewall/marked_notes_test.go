@@ -18,6 +18,14 @@ const sharedTag = nfttest.SharedTag
 // elements, claims, the chain (created when create), the shared rule,
 // the counts.
 func newClaimNotes(tag string, create, first bool, addrs ...string) []string {
+	return claimNotesUsers(tag, create, 0, addrs...)
+}
+
+// claimNotesUsers is newClaimNotes for a chain that had users owners
+// before (0: tag's is the first, the shared rule is inserted; else the
+// chain's count of owners is replaced).
+func claimNotesUsers(tag string, create bool, users int, addrs ...string) []string {
+	first := users == 0
 	ch := nfttest.FwdChain(addrs[0])
 	n := "4"
 	if strings.HasPrefix(ch, "ip6") {
@@ -45,10 +53,10 @@ func newClaimNotes(tag string, create, first bool, addrs ...string) []string {
 		out = append(out, nfttest.CountNote(nfttest.ElementCountKey(0, k), 1, ""), nfttest.CountNote(nfttest.ElementCountKey(1, k), 1, ""))
 	}
 	out = append(out, nfttest.CountNote(nfttest.OwnerCountKey(ch, tag), 2*len(addrs), tag))
-	if first {
-		out = append(out, nfttest.CountNote(nfttest.UsersCountKey(ch), 1, ""))
+	if users > 0 {
+		out = append(out, `nft delete element inet nftcni_accept counts { "`+nfttest.UsersCountKey(ch)+`" }`)
 	}
-	return out
+	return append(out, nfttest.CountNote(nfttest.UsersCountKey(ch), users+1, ""))
 }
 
 // existingMarked is existing() as this version leaves it: the owners'
