@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/sysctl"
@@ -86,10 +88,22 @@ func CachedResult(c *cni.NetConf) (*cni.Result, error) {
 	return prev, nil
 }
 
-// EnableForward writes 1 to a forwarding sysctl of the process's namespace
-// unless it already is 1.
-func EnableForward(key string) error {
-	if v, err := sysctl.Get(nil, key); err == nil && v == "1" {
+// EnableForward turns forwarding of family (unix.AF_INET: ip_forward,
+// unix.AF_INET6: conf/all/forwarding) on in the process's namespace: it
+// writes 1 to the sysctl unless it already is 1. The value is read over
+// rtnetlink (sysctl.AllForwarding), which unlike the file costs the same
+// whatever the number of namespaces on the host, so the ADDs after the
+// first touch no file; the file is read where that fails.
+func EnableForward(family uint8) error {
+	key := "net/ipv4/ip_forward"
+	if family == unix.AF_INET6 {
+		key = "net/ipv6/conf/all/forwarding"
+	}
+	if v, err := sysctl.AllForwarding(nil, family); err == nil {
+		if v == 1 {
+			return nil
+		}
+	} else if v, err := sysctl.Get(nil, key); err == nil && v == "1" {
 		return nil
 	}
 	return sysctl.Set(nil, key, "1")
