@@ -33,26 +33,6 @@ func le(t *testing.T, fields ...any) []byte {
 	return b
 }
 
-// The RTM_SETLINK body of `arp_notify = 1 on eth0`: what inet_set_link_af
-// expects, attribute by attribute.
-func TestSetIPv4DevconfRequest(t *testing.T) {
-	got, err := setIPv4DevconfRequest("eth0", IPv4ArpNotify, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := le(t,
-		make([]byte, 16), // ifinfomsg: AF_UNSPEC, no index, no flags
-		uint16(9), uint16(unix.IFLA_IFNAME), []byte("eth0\x00\x00\x00\x00"),
-		uint16(20), uint16(unix.IFLA_AF_SPEC|unix.NLA_F_NESTED),
-		uint16(16), uint16(unix.AF_INET|unix.NLA_F_NESTED),
-		uint16(12), uint16(unix.IFLA_INET_CONF|unix.NLA_F_NESTED),
-		uint16(8), uint16(22), uint32(1), // IPV4_DEVCONF_ARP_NOTIFY = 1
-	)
-	if !bytes.Equal(got, want) {
-		t.Errorf("request\n got %x\nwant %x", got, want)
-	}
-}
-
 // `ip netconf show` for all of a family: netconfmsg padded to 4 bytes,
 // NETCONFA_IFINDEX = -1.
 func TestNetconfRequest(t *testing.T) {
@@ -108,7 +88,7 @@ func TestLinkConf(t *testing.T) {
 		want        uint32
 		err         error
 	}{
-		{unix.AF_INET, unix.IFLA_INET_CONF, IPv4ArpNotify - 1, 100 + 21, nil},
+		{unix.AF_INET, unix.IFLA_INET_CONF, IPv4RouteLocalnet - 1, 100 + 25, nil},
 		{unix.AF_INET, unix.IFLA_INET_CONF, 0, 100, nil},
 		{unix.AF_INET, unix.IFLA_INET_CONF, 32, 132, nil},
 		{unix.AF_INET, unix.IFLA_INET_CONF, 33, 0, ErrNoSetting}, // past the end

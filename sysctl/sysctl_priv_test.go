@@ -96,48 +96,6 @@ func TestIPv4Devconf(t *testing.T) {
 	}
 }
 
-// SetIPv4Devconf's write is what the file then holds, both ways, on a link
-// that is down and on one that is up; settings whose file write does more
-// are refused, and EnableArpNotify ends with the file at 1.
-func TestSetIPv4Devconf(t *testing.T) {
-	ns := privtest.NewNS(t)
-	h := privtest.Handle(t, ns)
-	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "down0"}))
-	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "up0"}))
-	must(t, h.SetUp("up0"))
-	for _, tc := range []struct {
-		link  string
-		value uint32
-	}{
-		{"down0", 1}, {"down0", 0}, {"up0", 1}, {"up0", 0},
-	} {
-		must(t, sysctl.SetIPv4Devconf(ns, tc.link, sysctl.IPv4ArpNotify, tc.value))
-		got, err := sysctl.Get(ns, "net/ipv4/conf/"+tc.link+"/arp_notify")
-		if err != nil || got != fmt.Sprint(tc.value) {
-			t.Errorf("%s: arp_notify file after writing %d: %q, %v", tc.link, tc.value, got, err)
-		}
-		// Its neighbour in the array is untouched.
-		if got, err := sysctl.Get(ns, "net/ipv4/conf/"+tc.link+"/arp_accept"); err != nil || got != "0" {
-			t.Errorf("%s: arp_accept = %q, %v", tc.link, got, err)
-		}
-	}
-	must(t, sysctl.EnableArpNotify(ns, "down0"))
-	if got, err := sysctl.Get(ns, "net/ipv4/conf/down0/arp_notify"); err != nil || got != "1" {
-		t.Errorf("after EnableArpNotify: %q, %v", got, err)
-	}
-	for _, index := range []int{1, sysctl.IPv4RouteLocalnet, 23} {
-		if err := sysctl.SetIPv4Devconf(ns, "down0", index, 1); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("setting %d: %v, want refused", index, err)
-		}
-	}
-	if err := sysctl.SetIPv4Devconf(ns, "nope0", sysctl.IPv4ArpNotify, 1); err == nil {
-		t.Error("missing interface: no error")
-	}
-	if err := sysctl.EnableArpNotify(ns, "nope0"); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("EnableArpNotify on a missing interface: %v, want the file's ENOENT", err)
-	}
-}
-
 // IPv6Devconf reads what the files under /proc/sys/net/ipv6/conf hold:
 // accept_ra through its three values and another setting by its index
 // (hop_limit 1), so a wrong index or offset fails.

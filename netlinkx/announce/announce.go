@@ -50,15 +50,8 @@ func Addresses(h *netlinkx.Handle, ifName string, addrs []netip.Addr) error {
 		return fmt.Errorf("announcing addresses of %s: not an Ethernet link", ifName)
 	}
 	var errs []error
-	// A caller may have set arp_notify already (bridge does, as the
-	// reference): read it over rtnetlink, which unlike the file costs the
-	// same whatever the number of namespaces on the host, and write the
-	// file only when it is not on. (Not written over rtnetlink: on a link
-	// that is up, that is announced as a link change.)
 	if v4 {
-		if v, err := sysctl.IPv4Devconf(ns, ifName, sysctl.IPv4ArpNotify); err != nil || v != 1 {
-			errs = append(errs, sysctl.Set(ns, "net/ipv4/conf/"+ifName+"/arp_notify", "1"))
-		}
+		errs = append(errs, sysctl.Set(ns, "net/ipv4/conf/"+ifName+"/arp_notify", "1"))
 	}
 	if v6 {
 		errs = append(errs, sysctl.Set(ns, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1"))

@@ -202,7 +202,7 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 	} else {
 		_ = sysctl.Set(ctrNS, "net/ipv6/conf/"+a.IfName+"/accept_dad", "0")
 	}
-	_ = sysctl.EnableArpNotify(ctrNS, a.IfName) // the link is still down
+	_ = sysctl.Set(ctrNS, "net/ipv4/conf/"+a.IfName+"/arp_notify", "1")
 
 	if err := addrconf.ConfigureInterface(hc, a.IfName, result); err != nil {
 		return err
@@ -333,8 +333,9 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 		return br, nil, created, wrap(err)
 	}
 	// We own the routes of this interface. Read over rtnetlink first, so
-	// that the ADDs after the bridge's first touch no file under
-	// /proc/sys/net, whose cost grows with the host's namespaces.
+	// that the ADDs after the bridge's first do not touch its file: one
+	// under /proc/sys/net/ipv6 costs more the more namespaces the host has
+	// (sysctl.IPv6Devconf).
 	if v, err := sysctl.IPv6Devconf(nil, name, sysctl.IPv6AcceptRA); err != nil || v != 0 {
 		_ = sysctl.Set(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
 	}

@@ -181,9 +181,9 @@ func TestBridgeOptions(t *testing.T) {
 }
 
 // TestSysctlsRestoredOnLaterAdd: ADD reads the host's forwarding and the
-// bridge's accept_ra before it writes them (over rtnetlink, so that later
-// ADDs touch no file), and a value changed since the first ADD is put
-// back by the next one.
+// bridge's accept_ra before it writes them (IPv6's over rtnetlink, so
+// that later ADDs touch no file under /proc/sys/net/ipv6), and a value
+// changed since the first ADD is put back by the next one.
 func TestSysctlsRestoredOnLaterAdd(t *testing.T) {
 	t.Parallel()
 	th := newHost(t)

@@ -108,7 +108,7 @@ func (ad *Add) ConfigureChild(result *cni.Result, link netlinkx.Link, ifName, sa
 	}
 	result.Interfaces = []*cni.Interface{{Name: ifName, Mac: link.MAC.String(), Sandbox: sandbox}}
 	if announce {
-		_ = sysctl.EnableArpNotify(ad.CtrNS, ifName) // the link is still down
+		_ = sysctl.Set(ad.CtrNS, "net/ipv4/conf/"+ifName+"/arp_notify", "1")
 		_ = sysctl.Set(ad.CtrNS, "net/ipv6/conf/"+ifName+"/ndisc_notify", "1")
 	}
 	return addrconf.ConfigureInterface(ad.HC, ifName, result)
