@@ -401,6 +401,8 @@ func creatable(r Reader, c Chain) (create, addTable bool, err error) {
 // are found through the index (index.go) when it is right, by reading the
 // chain otherwise. A missing iptables-nft chain is created when there is
 // something to put in it (see creatable); a missing named chain fails.
+// In iptables-nft's chains m's accepts are claims instead (marked.go:
+// markedSync), compared by content, and only what changed is written.
 func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
 	if c.Iptables {
 		return markedSync(tx, c, m, want, true)
@@ -456,7 +458,9 @@ func insert(tx *nft.Tx, c Chain, m Mark, rules [][]expr.Any) {
 // the chain's head without reading the chain, which costs in proportion
 // to its rules: for an m the caller knows to have no rule in c (the rules
 // are written and removed in the same batches as the caller's own state,
-// and the caller has none). A missing chain is handled as by Sync.
+// and the caller has none). A missing chain is handled as by Sync. In
+// iptables-nft's chains it claims m's accepts (markedSync) without looking
+// for an earlier version's rules of m.
 func Insert(tx *nft.Tx, c Chain, m Mark, want []Accept) error {
 	if c.Iptables {
 		return markedSync(tx, c, m, want, false)
@@ -513,7 +517,9 @@ func prune(tx *nft.Tx, c Chain, had, removed int) error {
 }
 
 // Remove deletes m's rules in c, found through the index when it is right
-// (index.go), by reading the chain otherwise; a missing chain has none.
+// (index.go), by reading the chain otherwise; a missing chain has none. In
+// iptables-nft's chains it deletes m's claims (markedRemove), and the
+// per-address rules of an earlier version when m has no claims.
 func Remove(tx *nft.Tx, c Chain, m Mark) (int, error) {
 	if c.Iptables {
 		if n, marked, err := markedRemove(tx, c, m); err != nil || marked {
@@ -572,9 +578,9 @@ func pruneIfOnly(tx *nft.Tx, c Chain, removed []uint64) error {
 	return nil
 }
 
-// RemoveEverywhere deletes every rule, in any table not ours, whose
-// comment match selects: GC, which finds rules left in chains the
-// configuration no longer names.
+// RemoveEverywhere deletes every rule, in any table not ours, and every
+// marked claim (markedGC), whose comment match selects: GC, which finds
+// rules left in chains the configuration no longer names.
 func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) {
 	all, err := tx.AllRules()
 	if err != nil {
@@ -623,7 +629,10 @@ func readChain(r Reader, c Chain) ([]nft.Rule, error) {
 // Remove and Check took the index.
 var chainReads atomic.Int64
 
-// Check verifies that m has in c as many rules as Sync(want) gives it.
+// Check verifies that m has in c as many rules as Sync(want) gives it; in
+// iptables-nft's chains, read inside an Update, the claims, their lookup
+// elements and the shared rule (markedCheck), or an earlier version's
+// rules for an m without claims.
 // A missing iptables-nft chain that Sync would have created fails too:
 // the attachment would lose its traffic to a DROP policy set later. Read
 // inside an Update (r a *nft.Tx), m's rules are found through the index
