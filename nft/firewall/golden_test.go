@@ -756,7 +756,8 @@ func TestSetupRetriesOnGenerationChange(t *testing.T) {
 }
 
 // A table of an earlier version (claims, no markers, no counts): the first
-// Setup, the old way, writes the markers and counts of every owner.
+// Setup, the old way, writes the markers and counts of every owner; the
+// owner's accepts in iptables-nft's FORWARD chains become marked.
 func TestGoldenSetupMigrates(t *testing.T) {
 	t.Parallel()
 	f := run(t, existingV1(), func(ns *netns.NS) error { return Setup(ns, sampleAttachment) })
@@ -766,7 +767,15 @@ func TestGoldenSetupMigrates(t *testing.T) {
 		`nft add element inet nftcni_firewall counts6 { fd00:1::5 : 1 }`,
 		`nft add element inet nftcni_firewall bridge_counts { "br0" : 2 }`,
 		`nft add element inet nftcni_firewall owners { "` + string(s.Key) + `" comment "` + s.Comment + `", "` + string(o.Key) + `" comment "` + o.Comment + `" }`,
-	}))
+	},
+		// sample's per-address rules in iptables-nft's FORWARD chains,
+		// from the earlier version, give way to its claims (other's stay
+		// until its own next Setup or DEL).
+		[]string{
+			`nft delete rule ip filter FORWARD handle 5`, `nft delete rule ip filter FORWARD handle 6`,
+			`nft delete rule ip6 filter FORWARD handle 2`, `nft delete rule ip6 filter FORWARD handle 3`,
+		},
+		nfttest.MarkTableNotes(), newClaimNotes(sample.Tag(), false, true, "10.1.0.5"), newClaimNotes(sample.Tag(), false, true, "fd00:1::5")))
 }
 
 // With its marker's record, Teardown finds the owner's claims by lookups:

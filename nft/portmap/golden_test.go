@@ -192,18 +192,6 @@ func comments(f *family) map[string][]string {
 // pm is o's tag on portmap's rules in foreign chains.
 func pm(o ownerid.Owner) string { return o.ComponentTag("portmap") }
 
-// acceptNote is the iptables-nft (ip6tables-nft for an IPv6 addr) command
-// of the accept for connections DNATed to addr:port over proto, with o's
-// tag.
-func acceptNote(proto, addr, port string, o ownerid.Owner) string {
-	cmd := "iptables-nft"
-	if strings.Contains(addr, ":") {
-		cmd = "ip6tables-nft"
-	}
-	return cmd + ` -I FORWARD -m conntrack --ctstate DNAT --ctproto ` + proto + ` --ctreplsrc ` + addr + ` --ctreplsrcport ` + port +
-		` -m comment --comment "` + pm(o) + `" -j ACCEPT`
-}
-
 // createNotes create iptables-nft's filter table and FORWARD chain of
 // family fam, as iptables-nft itself would.
 func createNotes(fam string) []string {
