@@ -411,11 +411,13 @@ func TestGoldenSetupSharedAddress(t *testing.T) {
 
 // The same owner with another address and no policy: its old claims go,
 // with the lookup elements no one else claims; the bridge element it was
-// tagged on passes to the other claimant; its foreign rules are replaced.
+// tagged on passes to the other claimant; its accepts for the FORWARD
+// chains are replaced, and ip6 filter FORWARD, left without owners, loses
+// the shared rule.
 func TestGoldenSetupReplace(t *testing.T) {
 	t.Parallel()
 	a := Attachment{Owner: sample, Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.6")}}
-	f := run(t, existing(), func(ns *netns.NS) error { return Setup(ns, a) })
+	f := run(t, existingMarked(), func(ns *netns.NS) error { return Setup(ns, a) })
 	s, o, i := sample.Tag(), other.Tag(), id(sample)
 	nfttest.Golden(t, "setup_replace", f.Only(t), nfttest.Cat(nfttest.ExistingChains(staticNotes), []string{
 		`nft delete element inet nftcni_firewall owners4 { 10.1.0.5 . "` + i + `" }`,
@@ -436,12 +438,7 @@ func TestGoldenSetupReplace(t *testing.T) {
 		`nft add element inet nftcni_firewall bridge_counts { "br0" : 1 }`,
 		markerNote("delete", sample, ""),
 		markerNote("add", sample, "10.1.0.6"),
-		`nft delete rule ip filter FORWARD handle 5`,
-		`nft delete rule ip filter FORWARD handle 6`,
-	}, iptNotes("10.1.0.6", s), []string{
-		`nft delete rule ip6 filter FORWARD handle 2`,
-		`nft delete rule ip6 filter FORWARD handle 3`,
-	}))
+	}, replaceNotes(s)))
 }
 
 // Teardown removes the owner's claims and foreign rules, and the lookup

@@ -73,3 +73,32 @@ func existingMarked() nfttest.State {
 	}
 	return nfttest.Marked(existing(), cl...)
 }
+
+// replaceNotes are the notes of sample's accepts for the FORWARD chains
+// going from 10.1.0.5 and fd00:1::5 to 10.1.0.6 (TestGoldenSetupReplace):
+// its lookup elements no one else claims replaced, its claims rewritten,
+// and ip6 filter FORWARD, left without owners, without the shared rule.
+func replaceNotes(tag string) []string {
+	ip, ip6 := "ip filter FORWARD", "ip6 filter FORWARD"
+	del := func(set, k string) string { return `nft delete element inet nftcni_accept ` + set + ` { ` + k + ` }` }
+	cnt := func(kind int, a string) string { return `"` + nfttest.ElementCountKey(kind, netip.MustParseAddr(a).AsSlice()) + `"` }
+	slots := func(ch string) string {
+		return del("claims", nfttest.SlotKey(ch, tag, 0)+", "+nfttest.SlotKey(ch, tag, 1))
+	}
+	k6 := netip.MustParseAddr("10.1.0.6").AsSlice()
+	return []string{
+		del("from4", "10.1.0.5"), del("replies4", "10.1.0.5"),
+		`nft add element inet nftcni_accept from4 { 10.1.0.6 }`, `nft add element inet nftcni_accept replies4 { 10.1.0.6 }`,
+		slots(ip),
+		nfttest.ClaimNote(ip, tag, 0, "accept from 10.1.0.6"), nfttest.ClaimNote(ip, tag, 1, "accept replies to 10.1.0.6"),
+		del("counts", cnt(0, "10.1.0.5")), del("counts", cnt(1, "10.1.0.5")),
+		nfttest.CountNote(nfttest.ElementCountKey(0, k6), 1, ""), nfttest.CountNote(nfttest.ElementCountKey(1, k6), 1, ""),
+		del("counts", `"`+nfttest.OwnerCountKey(ip, tag)+`"`), nfttest.CountNote(nfttest.OwnerCountKey(ip, tag), 2, tag),
+		del("counts", `"`+nfttest.UsersCountKey(ip)+`"`), nfttest.CountNote(nfttest.UsersCountKey(ip), 2, ""),
+		del("from6", "fd00:1::5"), del("replies6", "fd00:1::5"),
+		slots(ip6),
+		`nft delete rule ip6 filter FORWARD handle 2`,
+		del("counts", cnt(0, "fd00:1::5")), del("counts", cnt(1, "fd00:1::5")),
+		del("counts", `"`+nfttest.OwnerCountKey(ip6, tag)+`"`), del("counts", `"`+nfttest.UsersCountKey(ip6)+`"`),
+	}
+}
