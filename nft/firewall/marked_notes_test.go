@@ -81,7 +81,9 @@ func existingMarked() nfttest.State {
 func replaceNotes(tag string) []string {
 	ip, ip6 := "ip filter FORWARD", "ip6 filter FORWARD"
 	del := func(set, k string) string { return `nft delete element inet nftcni_accept ` + set + ` { ` + k + ` }` }
-	cnt := func(kind int, a string) string { return `"` + nfttest.ElementCountKey(kind, netip.MustParseAddr(a).AsSlice()) + `"` }
+	cnt := func(kind int, a string) string {
+		return `"` + nfttest.ElementCountKey(kind, netip.MustParseAddr(a).AsSlice()) + `"`
+	}
 	slots := func(ch string) string {
 		return del("claims", nfttest.SlotKey(ch, tag, 0)+", "+nfttest.SlotKey(ch, tag, 1))
 	}
