@@ -297,7 +297,10 @@ func claimed(tx *nft.Tx, cnt *counter, c Chain, tag string) ([]Accept, []nft.Ele
 // be new, skips that. It reads only known keys, and the chain only to
 // find legacy rules the index does not know.
 func markedSync(tx *nft.Tx, c Chain, m Mark, want []Accept, legacy bool) error {
-	accs := fitting(c, want)
+	accs, err := creatableFor(tx, c, fitting(c, want))
+	if err != nil {
+		return err
+	}
 	cnt := newCounter(tx)
 	exists, err := tx.TableExists(markTable)
 	if err != nil {
@@ -457,7 +460,10 @@ func markedRemove(tx *nft.Tx, c Chain, m Mark) (n int, marked bool, err error) {
 // be checked the way an earlier version wrote them (Check goes on);
 // an attachment that should have accepts and has neither fails there.
 func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err error) {
-	accs := fitting(c, want)
+	accs, err := creatableFor(tx, c, fitting(c, want))
+	if err != nil {
+		return false, err
+	}
 	cnt := newCounter(tx)
 	old, slots, err := claimed(tx, cnt, c, m.comment())
 	if err != nil {
@@ -494,6 +500,25 @@ func markedCheck(tx *nft.Tx, c Chain, m Mark, want []Accept) (marked bool, err e
 		return true, fmt.Errorf("chain %s: the rule accepting marked packets is missing", c)
 	}
 	return true, nil
+}
+
+// creatableFor is accs, or none when c does not exist and will not be created
+// (creatable: a table of that name that is someone's own, a kernel
+// without iptables-nft's matches): claims there would stand for a shared
+// rule that never comes.
+func creatableFor(r Reader, c Chain, accs []Accept) ([]Accept, error) {
+	if len(accs) == 0 {
+		return nil, nil
+	}
+	exists, err := r.ChainExists(c.nft())
+	if err != nil || exists {
+		return accs, err
+	}
+	create, _, err := creatable(r, c)
+	if err != nil || !create {
+		return nil, err
+	}
+	return accs, nil
 }
 
 // claimsElsewhere reports whether m has claims for another of
