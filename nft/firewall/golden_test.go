@@ -185,19 +185,6 @@ var sampleAttachment = Attachment{
 	Policy: PolicySameBridge,
 }
 
-// iptables-nft's rules for address a and tag: the reference's two rules,
-// each inserted at the chain's head.
-func iptNotes(a, tag string) []string {
-	cmd, bits := "iptables-nft", "/32"
-	if strings.Contains(a, ":") {
-		cmd, bits = "ip6tables-nft", "/128"
-	}
-	return []string{
-		cmd + ` -I FORWARD -s ` + a + bits + ` -m comment --comment "` + tag + `" -j ACCEPT`,
-		cmd + ` -I FORWARD -d ` + a + bits + ` -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + tag + `" -j ACCEPT`,
-	}
-}
-
 // createNotes create iptables-nft's filter table and FORWARD chain of
 // family fam, as iptables-nft itself would; the chain with NLM_F_EXCL.
 func createNotes(fam string) []string {
