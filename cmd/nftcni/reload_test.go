@@ -427,7 +427,6 @@ func (w *reloadWorld) withoutStale(s string) string {
 	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "\n")
 }
 
-
 // withoutForeign is ours() without our accepts for other owners' chains:
 // our rules there, and the marked accepts' table (nft/foreign), whose
 // claims stand for iptables-nft's FORWARD chains.
