@@ -67,8 +67,10 @@ import (
 // counts, so an address claimed by two attachments stays until the last
 // one goes; lookup elements and these counts carry no owner tag, as
 // several owners may share them. Each chain counts its owners, and the
-// shared rule goes with the last. All of it is found by lookups of known keys: no Setup or
-// Teardown reads a whole set or chain.
+// shared rule goes with the last. All of it is found by lookups of known
+// keys, and the shared rule through the index: a Setup or Teardown reads
+// no whole set, and reads a chain only to find an earlier version's rules
+// of an attachment without claims or a shared rule the index lost.
 const MarkBit uint32 = 0x1000
 
 var (
