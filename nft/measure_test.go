@@ -96,18 +96,19 @@ func TestLiveMeasureSetupPaths(t *testing.T) {
 // owners in the tables, each owner holding what a bridge attachment with
 // ipMasq, one port mapping and the firewall's same-bridge policy holds
 // (portmap: route_localnet on the interface towards the containers,
-// shared by all; portmap and firewall: accepts in iptables-nft's FORWARD
-// chain, which the kernel's nft_compat and xt_conntrack make them create,
-// as on a host where iptables can be used, whether or not this one has an
-// iptables program: foreign.Use).
+// shared by all; portmap and firewall: marked accepts for iptables-nft's
+// FORWARD chain — elements of table inet nftcni_accept and the shared rule
+// in FORWARD (nft/foreign, marked.go) — as on a host where iptables can be
+// used, whether or not this one has an iptables program: foreign.Use).
 // Medians of 30 rounds; run with
 // NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureGrowth ./nft
 // NFTCNI_MEASURE_ONLY=firewall measures one component;
-// NFTCNI_MEASURE_NO_IPTABLES=1 leaves out the accepts in iptables-nft's
-// FORWARD chains, which shows what they add: every rule added there makes
-// the kernel validate every rule its table's base chains reach, and every
-// change of the chain makes it rebuild the chain's rule blob, both in
-// proportion to the rules the chain holds (docs/performance.md).
+// NFTCNI_MEASURE_NO_IPTABLES=1 leaves out the accepts for iptables-nft's
+// FORWARD chains, which shows what they add (with per-address rules there,
+// as before the marked accepts, every rule added made the kernel validate
+// every rule its table's base chains reach, and every change of the chain
+// made it rebuild the chain's rule blob, both in proportion to the rules
+// the chain held: docs/performance.md).
 func TestLiveMeasureGrowth(t *testing.T) {
 	if os.Getenv("NFTCNI_MEASURE") == "" {
 		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")

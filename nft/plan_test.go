@@ -74,45 +74,64 @@ func shapes(batch []netlink.Message) []string {
 
 // TestApplyPlansInOneBatch: an attachment's plans applied together, on a
 // ruleset without anything (just flushed), are one batch holding exactly
-// what each plan's own Setup sends, in order — except iptables-nft's
-// FORWARD chains (and their tables), which the firewall and portmap both
-// find missing and which the batch creates once.
+// what each plan's own Setup sends, in order — except what the firewall
+// and portmap share, which the batch carries once: iptables-nft's FORWARD
+// chain (and its table) and the shared rule in it, table inet
+// nftcni_accept with its sets, chains and static rules, and its counts
+// (nft/foreign's marked accepts), which both change.
 func TestApplyPlansInOneBatch(t *testing.T) {
 	t.Parallel()
 	plans := attachmentPlans(t)
+	shared := func(s string) bool {
+		return strings.Contains(s, " table filter ") || strings.Contains(s, " table nftcni_accept ")
+	}
 	var want []string
-	seen := map[string]bool{}
 	for _, p := range plans {
 		f := &nfttest.Fake{State: nfttest.State{Gen: 1}}
 		if err := f.Conn().Apply(p); err != nil {
 			t.Fatalf("%s alone: %v", p.What, err)
 		}
 		for _, s := range shapes(f.Only(t)) {
-			created := strings.Contains(s, " table filter ") && (strings.HasPrefix(s, fmt.Sprintf("type %#x ", nftSubsys|unix.NFT_MSG_NEWTABLE)) ||
-				strings.HasPrefix(s, fmt.Sprintf("type %#x ", nftSubsys|unix.NFT_MSG_NEWCHAIN)))
-			if created && seen[s] {
-				continue
+			if !shared(s) {
+				want = append(want, s)
 			}
-			seen[s] = true
-			want = append(want, s)
 		}
 	}
 	f := &nfttest.Fake{State: nfttest.State{Gen: 1}}
 	if err := f.Conn().Apply(plans...); err != nil {
 		t.Fatal(err)
 	}
-	got := shapes(f.Only(t))
+	all := shapes(f.Only(t))
+	got := slices.DeleteFunc(slices.Clone(all), shared)
 	if !slices.Equal(got, want) {
-		t.Errorf("one batch of %d messages, the plans alone %d:\n got %s\nwant %s", len(got), len(want), strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+		t.Errorf("one batch of %d messages, the plans alone %d (without what they share):\n got %s\nwant %s", len(got), len(want), strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
-	creates := 0
-	for _, s := range got {
-		if strings.Contains(s, " table filter ") && strings.HasPrefix(s, fmt.Sprintf("type %#x ", nftSubsys|unix.NFT_MSG_NEWCHAIN)) {
-			creates++
+	count := func(typ int, table string) int {
+		n := 0
+		for _, s := range all {
+			if strings.HasPrefix(s, fmt.Sprintf("type %#x ", nftSubsys|typ)) && strings.Contains(s, " table "+table+" ") {
+				n++
+			}
 		}
+		return n
 	}
-	if creates != 1 { // ip only: the attachment has no IPv6 address
-		t.Errorf("iptables-nft's FORWARD chain created %d times, want once", creates)
+	for _, c := range []struct {
+		what  string
+		typ   int
+		table string
+		want  int
+	}{
+		// ip only: the attachment has no IPv6 address.
+		{"iptables-nft's FORWARD chain created", unix.NFT_MSG_NEWCHAIN, "filter", 1},
+		{"the shared rule inserted into FORWARD", unix.NFT_MSG_NEWRULE, "filter", 1},
+		{"table inet nftcni_accept added", unix.NFT_MSG_NEWTABLE, "nftcni_accept", 1},
+		{"its sets added", unix.NFT_MSG_NEWSET, "nftcni_accept", 8},
+		{"its chains added", unix.NFT_MSG_NEWCHAIN, "nftcni_accept", 2},
+		{"its static rules added", unix.NFT_MSG_NEWRULE, "nftcni_accept", 9},
+	} {
+		if n := count(c.typ, c.table); n != c.want {
+			t.Errorf("%s %d times, want %d", c.what, n, c.want)
+		}
 	}
 }
 

@@ -24,6 +24,39 @@ type Tx struct {
 	// then and echoed: see Tx.Then and Tx.Echoed (handles.go).
 	then   []func(next *Tx) error
 	echoed []ChainRule
+	once   map[string]bool
+	memo   map[string]any
+}
+
+// Memo is the value stored under key in this attempt, made by mk the first
+// time: state that the plans sharing one batch must share (the counts of
+// nft/foreign's marked accepts, which the firewall's and portmap's plans
+// may both change). A redone attempt starts afresh.
+func (tx *Tx) Memo(key string, mk func() any) any {
+	if v, ok := tx.memo[key]; ok {
+		return v
+	}
+	if tx.memo == nil {
+		tx.memo = map[string]any{}
+	}
+	v := mk()
+	tx.memo[key] = v
+	return v
+}
+
+// First reports whether this is the first time this attempt asks about
+// key: for plans that several callers share within one batch (the table
+// and static rules of nft/foreign's marked accepts, one call per chain),
+// so that the batch carries them once. A redone attempt starts afresh.
+func (tx *Tx) First(key string) bool {
+	if tx.once[key] {
+		return false
+	}
+	if tx.once == nil {
+		tx.once = map[string]bool{}
+	}
+	tx.once[key] = true
+	return true
 }
 
 // AfterCommit registers f to run once this attempt's batch is committed

@@ -8,6 +8,11 @@
 // plugins (IPv6 on, addresses kept on down), bridge and ptp (forwarding,
 // proxy ARP), portmap's route_localnet (nft/portmap), the dhcp daemon.
 // None of them should need the rtnetlink layer for a file write.
+//
+// The settings an ADD would otherwise read on every call where the file's
+// cost grows with the host's network namespaces are also read over
+// rtnetlink (devconf.go), with a socket of the package's own rather than
+// netlinkx's.
 package sysctl
 
 import (

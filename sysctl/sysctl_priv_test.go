@@ -95,3 +95,63 @@ func TestIPv4Devconf(t *testing.T) {
 		t.Errorf("missing interface: %v", err)
 	}
 }
+
+// IPv6Devconf reads what the files under /proc/sys/net/ipv6/conf hold:
+// accept_ra through its three values and another setting by its index
+// (hop_limit 1), so a wrong index or offset fails.
+func TestIPv6Devconf(t *testing.T) {
+	ns := privtest.NewNS(t)
+	h := privtest.Handle(t, ns)
+	must(t, h.AddBridge(netlinkx.BridgeSpec{Name: "br0"}))
+	for _, tc := range []struct {
+		file  string
+		index int
+		value int32
+	}{
+		{"accept_ra", sysctl.IPv6AcceptRA, 0},
+		{"accept_ra", sysctl.IPv6AcceptRA, 2},
+		{"accept_ra", sysctl.IPv6AcceptRA, 1},
+		{"hop_limit", 1, 100},
+		{"hop_limit", 1, 64},
+	} {
+		must(t, sysctl.Set(ns, "net/ipv6/conf/br0/"+tc.file, fmt.Sprint(tc.value)))
+		got, err := sysctl.IPv6Devconf(ns, "br0", tc.index)
+		if err != nil || got != tc.value {
+			t.Errorf("IPv6Devconf(br0, %d) after %s=%d: %d, %v", tc.index, tc.file, tc.value, got, err)
+		}
+	}
+	if _, err := sysctl.IPv6Devconf(ns, "nope0", sysctl.IPv6AcceptRA); !errors.Is(err, sysctl.ErrNoSetting) {
+		t.Errorf("missing interface: %v", err)
+	}
+	// Below IPv6's minimum MTU the link loses its IPv6 state, settings
+	// included (disable_ipv6 would keep them).
+	must(t, h.SetMTU("br0", 1200))
+	if _, err := sysctl.IPv6Devconf(ns, "br0", sysctl.IPv6AcceptRA); !errors.Is(err, sysctl.ErrNoSetting) {
+		t.Errorf("link without IPv6: %v, want ErrNoSetting", err)
+	}
+}
+
+// AllForwarding reads the namespace's ip_forward and all.forwarding as
+// their files hold them, both ways, not the default interface's.
+func TestAllForwarding(t *testing.T) {
+	ns := privtest.NewNS(t)
+	for _, tc := range []struct {
+		family     uint8
+		file, dflt string
+		value      int32
+	}{
+		{unix.AF_INET, "net/ipv4/ip_forward", "net/ipv4/conf/default/forwarding", 1},
+		{unix.AF_INET, "net/ipv4/ip_forward", "net/ipv4/conf/default/forwarding", 0},
+		{unix.AF_INET6, "net/ipv6/conf/all/forwarding", "net/ipv6/conf/default/forwarding", 1},
+		{unix.AF_INET6, "net/ipv6/conf/all/forwarding", "net/ipv6/conf/default/forwarding", 0},
+	} {
+		must(t, sysctl.Set(ns, tc.file, fmt.Sprint(tc.value)))
+		// Writing "all" sets "default" too; set it apart, so a read of
+		// the wrong one fails.
+		must(t, sysctl.Set(ns, tc.dflt, fmt.Sprint(1-tc.value)))
+		got, err := sysctl.AllForwarding(ns, tc.family)
+		if err != nil || got != tc.value {
+			t.Errorf("AllForwarding(%d) after %s=%d: %d, %v", tc.family, tc.file, tc.value, got, err)
+		}
+	}
+}

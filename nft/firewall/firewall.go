@@ -83,20 +83,23 @@
 // # Foreign chains
 //
 // An accept in this table does not override another table's DROP policy,
-// so the attachment's addresses also get, per address, the reference's
-// two rules in the chains of others that filter forwarded traffic
-// (package nft/foreign): always iptables-nft's FORWARD chains (`ip filter
-// FORWARD`, `ip6 filter FORWARD`), created as iptables-nft would create
-// them when missing, so that a DROP policy Docker or kube-proxy set later
-// keeps our accepts; and the chains the configuration names
-// (Attachment.AcceptChains). There, spelled as iptables-nft spells them
-// (`iptables-save` keeps working):
+// so the attachment's addresses also get the reference's two accepts —
+// its packets, and replies to it — in the chains of others that filter
+// forwarded traffic (package nft/foreign): always iptables-nft's FORWARD
+// chains (`ip filter FORWARD`, `ip6 filter FORWARD`), created as
+// iptables-nft would create them when missing, so that a DROP policy
+// Docker or kube-proxy set later keeps our accepts; and the chains the
+// configuration names (Attachment.AcceptChains). In iptables-nft's
+// chains they are marked: one rule there for everyone,
 //
-//	-s 10.1.0.5/32 -m comment --comment "<owner tag>" -j ACCEPT
-//	-d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "<owner tag>" -j ACCEPT
+//	-A FORWARD -m mark --mark 0x1000/0x1000 -m comment --comment "<shared tag>" -j ACCEPT
 //
-// and in named chains as native nft rules (`ip saddr 10.1.0.5 accept`,
-// `ip daddr 10.1.0.5 ct state established,related accept`). They carry
+// and the address in sets from4 and replies4 (from6, replies6) of table
+// inet nftcni_accept, whose chain marks what the reference's per-address
+// rules (`-s 10.1.0.5/32 -j ACCEPT`, `-d 10.1.0.5/32 -m conntrack
+// --ctstate RELATED,ESTABLISHED -j ACCEPT`) would accept. In named chains
+// they are native nft rules (`ip saddr 10.1.0.5 accept`, `ip daddr
+// 10.1.0.5 ct state established,related accept`). Claims and rules carry
 // the plain owner tag and are removed by it on DEL and GC.
 //
 // Every Setup, Teardown and GC is one batch guarded by the ruleset

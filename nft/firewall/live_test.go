@@ -197,10 +197,30 @@ func TestLiveGC(t *testing.T) {
 	if got := live.Read(t, ns)["allow4"]; !slices.Equal(got, []string{elem("10.99.0.3", c)}) {
 		t.Errorf("after GC(net1, []): allow4 %q", got)
 	}
-	want := []string{c.Tag(), c.Tag(), "a foreign rule"}
+	want := []string{sharedTag, "a foreign rule"}
 	if got := comments(t, conn, filter); !slices.Equal(got, want) {
 		t.Errorf("ip filter FORWARD after GC: %q, want %q", got, want)
 	}
+	if got := [3]int{claimsOf(t, conn, a), claimsOf(t, conn, b), claimsOf(t, conn, c)}; got != [3]int{0, 0, 2} {
+		t.Errorf("claims of a, b, c after GC: %v, want [0 0 2]", got)
+	}
+}
+
+// claimsOf counts o's claims in table inet nftcni_accept: one element of
+// map claims per accept o has for an iptables-nft FORWARD chain.
+func claimsOf(t *testing.T, c *nft.Conn, o ownerid.Owner) int {
+	t.Helper()
+	els, err := c.OwnedElements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range els {
+		if e.Table == "nftcni_accept" && e.Set == "claims" && o.OwnedBy(e.Comment) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestLiveNothingToRemove(t *testing.T) {
@@ -268,11 +288,12 @@ func comments(t *testing.T, c *nft.Conn, ch *nftables.Chain) []string {
 	return out
 }
 
-// The iptables-nft chains get the owner's rules at their head, replaced by
-// a Setup with other addresses, removed by Teardown; the chain's policy
-// and other rules stay. The ip6 chain, absent, is created as iptables-nft
-// would (policy accept), and its table goes with the owner's last rule in
-// it, holding nothing else.
+// The iptables-nft chains get the shared rule at their head, the owner's
+// accepts its claims in table inet nftcni_accept, replaced by a Setup with
+// other addresses, removed by Teardown with the shared rule (the owner was
+// the last); the chain's policy and other rules stay. The ip6 chain,
+// absent, is created as iptables-nft would (policy accept), and its table
+// goes with the owner's last claim for it, holding nothing else.
 func TestLiveForeignChain(t *testing.T) {
 	ns := privtest.NewNS(t)
 	filter := foreignFilter(t, ns, nftables.TableFamilyIPv4)
@@ -282,14 +303,17 @@ func TestLiveForeignChain(t *testing.T) {
 		if err := Setup(ns, Attachment{Owner: o, Addrs: addrs("10.99.0.5", "10.99.0.6", "fd00:99::5")}); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{o.Tag(), o.Tag(), o.Tag(), o.Tag(), "a foreign rule"}
+		want := []string{sharedTag, "a foreign rule"}
 		if got := comments(t, c, filter); !slices.Equal(got, want) {
 			t.Errorf("ip filter FORWARD %q, want %q", got, want)
 		}
+		if n := claimsOf(t, c, o); n != 6 {
+			t.Errorf("%d claims of the owner, want 6 (2 per address)", n)
+		}
 	}
 	ip6 := &nftables.Chain{Table: &nftables.Table{Family: nftables.TableFamilyIPv6, Name: "filter"}, Name: "FORWARD"}
-	if got := comments(t, c, ip6); !slices.Equal(got, []string{o.Tag(), o.Tag()}) {
-		t.Errorf("ip6 filter FORWARD %q, want the owner's two rules", got)
+	if got := comments(t, c, ip6); !slices.Equal(got, []string{sharedTag}) {
+		t.Errorf("ip6 filter FORWARD %q, want the shared rule", got)
 	}
 	g, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
 	if err != nil {
@@ -304,8 +328,11 @@ func TestLiveForeignChain(t *testing.T) {
 	if err := Setup(ns, Attachment{Owner: o, Addrs: addrs("10.99.0.7")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := comments(t, c, filter); len(got) != 3 {
+	if got := comments(t, c, filter); !slices.Equal(got, []string{sharedTag, "a foreign rule"}) {
 		t.Errorf("after a Setup with one address: %q", got)
+	}
+	if n := claimsOf(t, c, o); n != 2 {
+		t.Errorf("%d claims of the owner after a Setup with one address, want 2", n)
 	}
 	if ok, err := c.TableExists(ip6.Table); err != nil || ok {
 		t.Errorf("table ip6 filter after a Setup with one IPv4 address: %v %v, want it gone with the owner's last rule", ok, err)
@@ -318,6 +345,9 @@ func TestLiveForeignChain(t *testing.T) {
 	}
 	if got := comments(t, c, filter); !slices.Equal(got, []string{"a foreign rule"}) {
 		t.Errorf("after Teardown: %q", got)
+	}
+	if n := claimsOf(t, c, o); n != 0 {
+		t.Errorf("%d claims of the owner after Teardown", n)
 	}
 	ch, err = g.ListChain(filter.Table, "FORWARD")
 	if err != nil || ch.Policy == nil || *ch.Policy != nftables.ChainPolicyDrop {

@@ -17,37 +17,54 @@
 //
 //   - the iptables-nft FORWARD chains (Iptables), wherever iptables can
 //     be used on the host (Use, use.go: Setup callers ask Use.Protects;
-//     an nftables-only host gets nothing of iptables-nft's). When the chain
-//     does not exist, it is created — with its table if need be — exactly
-//     as iptables-nft creates it (type filter, hook forward, priority 0,
+//     an nftables-only host gets nothing of iptables-nft's). There the
+//     accepts are marked (marked.go): each chain gets one rule for
+//     everyone, `-m mark --mark 0x1000/0x1000 -j ACCEPT` in iptables'
+//     words, and the attachments' addresses are elements of our table
+//     inet nftcni_accept, whose chain just before iptables-nft's marks the
+//     packets that rule lets through. A rule per attachment there would
+//     make every ADD and DEL cost grow with the attachments on the host:
+//     the kernel validates the whole table on each rule inserted and
+//     rebuilds the chain's rule blob on each change. When the chain does
+//     not exist, it is created — with its table if need be — exactly as
+//     iptables-nft creates it (type filter, hook forward, priority 0,
 //     policy accept), so that a DROP policy set later lands on a chain
-//     that already holds our accepts, and iptables keeps working on it.
-//     Rules there are spelled as iptables-nft spells them (payload
-//     matches, the x_tables conntrack match, a counter), so `iptables
-//     -L`, `iptables-save` and Docker's and kube-proxy's own iptables
-//     calls keep working (see Chain.Rules).
+//     that already holds the rule, and iptables keeps working on it. The
+//     rule is spelled as iptables-nft spells `-m mark` (native meta
+//     expressions, a counter), so `iptables -L`, `iptables-save` and
+//     Docker's and kube-proxy's own iptables calls keep working.
 //   - the chains an administrator names (nftablesAcceptChains), opt-in:
-//     native nft rules; such a chain must exist and is never created.
+//     native nft rules per address (Chain.Rules); such a chain must exist
+//     and is never created.
 //
-// Every rule is inserted at the chain's head and carries its attachment's
-// owner tag, with the component's name when it is not the firewall's
-// (Mark): DEL removes exactly its component's rules of the attachment, GC
-// the stale ones of the network wherever they are, CHECK counts them. No
-// rule, chain, table or policy of anyone else is ever modified or deleted;
-// nothing is created besides the iptables-nft FORWARD chain (and table).
-// That table goes again with the last rule in it, when it holds nothing
-// but its empty FORWARD chain with policy accept — a table that filters
-// nothing and that iptables shows exactly as no table; with anything of
-// anyone's in it (Docker's chains, a DROP policy) it stays as it is.
+// Every rule of ours in a named chain is inserted at the chain's head and
+// carries its attachment's owner tag, with the component's name when it
+// is not the firewall's (Mark); in nftcni_accept the claims carry them:
+// DEL removes exactly its component's accepts of the attachment, GC the
+// stale ones of the network wherever they are, CHECK counts them. The
+// shared rule in iptables-nft's chain goes with the last claim for that
+// chain. No rule, chain, table or policy of anyone else is ever modified
+// or deleted; nothing is created besides the iptables-nft FORWARD chain
+// (and table). That table goes again with the last rule in it, when it
+// holds nothing but its empty FORWARD chain with policy accept — a table
+// that filters nothing and that iptables shows exactly as no table; with
+// anything of anyone's in it (Docker's chains, a DROP policy) it stays as
+// it is.
 //
 // Rules are found by their comments; reading a chain that holds everyone's
-// costs in proportion to the attachments on the host, so an index of
-// handles (index.go, table `inet nftcni_foreign`) lets Sync and Remove
-// find an attachment's rules without it whenever the index is right.
+// costs in proportion to the rules on the host, so an index of handles
+// (index.go, table `inet nftcni_foreign`) lets Sync and Remove find an
+// attachment's rules, and the shared rule, without it whenever the index
+// is right.
+//
+// Upgrades: an attachment of an earlier version has per-address rules in
+// iptables-nft's chains (the x_tables conntrack match for replies). They
+// go at its next Sync (through the index, else one read of the chain),
+// its DEL, or GC; until then CHECK accepts them.
 //
 // Exception: a kernel without the x_tables conntrack match (nft_compat,
-// xt_conntrack — small embedded kernels) cannot run iptables-nft's
-// conntrack rules, ours or Docker's; there a missing FORWARD chain is not
+// xt_conntrack — small embedded kernels) cannot run iptables-nft's own
+// conntrack rules, Docker's included; there a missing FORWARD chain is not
 // created.
 package foreign
 
@@ -384,7 +401,12 @@ func creatable(r Reader, c Chain) (create, addTable bool, err error) {
 // are found through the index (index.go) when it is right, by reading the
 // chain otherwise. A missing iptables-nft chain is created when there is
 // something to put in it (see creatable); a missing named chain fails.
+// In iptables-nft's chains m's accepts are claims instead (marked.go:
+// markedSync), compared by content, and only what changed is written.
 func Sync(tx *nft.Tx, c Chain, m Mark, want []Accept, changed bool) error {
+	if c.Iptables {
+		return markedSync(tx, c, m, want, true)
+	}
 	rules := c.encode(want)
 	exists, err := ensure(tx, c, len(rules) > 0)
 	if err != nil || !exists {
@@ -436,8 +458,13 @@ func insert(tx *nft.Tx, c Chain, m Mark, rules [][]expr.Any) {
 // the chain's head without reading the chain, which costs in proportion
 // to its rules: for an m the caller knows to have no rule in c (the rules
 // are written and removed in the same batches as the caller's own state,
-// and the caller has none). A missing chain is handled as by Sync.
+// and the caller has none). A missing chain is handled as by Sync. In
+// iptables-nft's chains it claims m's accepts (markedSync) without looking
+// for an earlier version's rules of m.
 func Insert(tx *nft.Tx, c Chain, m Mark, want []Accept) error {
+	if c.Iptables {
+		return markedSync(tx, c, m, want, false)
+	}
 	rules := c.encode(want)
 	if len(rules) == 0 {
 		return nil
@@ -490,8 +517,15 @@ func prune(tx *nft.Tx, c Chain, had, removed int) error {
 }
 
 // Remove deletes m's rules in c, found through the index when it is right
-// (index.go), by reading the chain otherwise; a missing chain has none.
+// (index.go), by reading the chain otherwise; a missing chain has none. In
+// iptables-nft's chains it deletes m's claims (markedRemove), and the
+// per-address rules of an earlier version when m has no claims.
 func Remove(tx *nft.Tx, c Chain, m Mark) (int, error) {
+	if c.Iptables {
+		if n, marked, err := markedRemove(tx, c, m); err != nil || marked {
+			return n, err
+		}
+	}
 	ok, err := tx.ChainExists(c.nft())
 	if err != nil {
 		return 0, err
@@ -544,9 +578,9 @@ func pruneIfOnly(tx *nft.Tx, c Chain, removed []uint64) error {
 	return nil
 }
 
-// RemoveEverywhere deletes every rule, in any table not ours, whose
-// comment match selects: GC, which finds rules left in chains the
-// configuration no longer names.
+// RemoveEverywhere deletes every rule, in any table not ours, and every
+// marked claim (markedGC), whose comment match selects: GC, which finds
+// rules left in chains the configuration no longer names.
 func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) {
 	all, err := tx.AllRules()
 	if err != nil {
@@ -567,6 +601,9 @@ func RemoveEverywhere(tx *nft.Tx, match func(comment string) bool) (int, error) 
 		if err := prune(tx, c, had[c], removed[c]); err != nil {
 			return 0, err
 		}
+	}
+	if err := markedGC(tx, match); err != nil {
+		return 0, err
 	}
 	return n, unindexWhere(tx, match)
 }
@@ -592,13 +629,21 @@ func readChain(r Reader, c Chain) ([]nft.Rule, error) {
 // Remove and Check took the index.
 var chainReads atomic.Int64
 
-// Check verifies that m has in c as many rules as Sync(want) gives it.
+// Check verifies that m has in c as many rules as Sync(want) gives it; in
+// iptables-nft's chains, read inside an Update, the claims, their lookup
+// elements and the shared rule (markedCheck), or an earlier version's
+// rules for an m without claims.
 // A missing iptables-nft chain that Sync would have created fails too:
 // the attachment would lose its traffic to a DROP policy set later. Read
 // inside an Update (r a *nft.Tx), m's rules are found through the index
 // when it is right, as by Sync and Remove; otherwise, and outside one,
 // the chain is read and m's rules counted.
 func Check(r Reader, c Chain, m Mark, want []Accept) error {
+	if tx, ok := r.(*nft.Tx); ok && c.Iptables {
+		if marked, err := markedCheck(tx, c, m, want); err != nil || marked {
+			return err
+		}
+	}
 	n := len(c.encode(want))
 	exists, err := r.ChainExists(c.nft())
 	if err != nil {

@@ -113,34 +113,41 @@ func indexAfter(tx *nft.Tx, c Chain, m Mark) {
 				hs = append(hs, r.Handle)
 			}
 		}
-		if len(hs) == 0 || len(hs) > indexSlots || slices.Contains(hs, 0) {
-			return nil
-		}
-		th, ok, err := next.TableHandle(c.Table)
-		if err != nil || !ok {
-			return err
-		}
-		val := binary.BigEndian.AppendUint64(nil, th)
-		for i := range indexSlots {
-			var h uint64
-			if i < len(hs) {
-				h = hs[i]
-			}
-			val = binary.BigEndian.AppendUint64(val, h)
-		}
-		cur, err := next.Lookup(indexMap, []nft.Element{indexKey(c, m)})
-		if err != nil {
-			return err
-		}
-		b := next.Batch()
-		b.AddTable(indexTable)
-		b.AddSet(indexMap)
-		b.DeleteElements(indexMap, cur) // whoever's: the key is m's now
-		e := indexKey(c, m)
-		e.Val, e.Comment = val, m.comment()
-		b.AddElements(indexMap, []nft.Element{e})
-		return nil
+		return writeIndex(next, c, m, hs)
 	})
+}
+
+// writeIndex adds to tx's batch the index element saying that m's rules
+// in c have the handles hs (replacing the element at its key, whoever's),
+// unless there are none or more than fit.
+func writeIndex(tx *nft.Tx, c Chain, m Mark, hs []uint64) error {
+	if len(hs) == 0 || len(hs) > indexSlots || slices.Contains(hs, 0) {
+		return nil
+	}
+	th, ok, err := tx.TableHandle(c.Table)
+	if err != nil || !ok {
+		return err
+	}
+	val := binary.BigEndian.AppendUint64(nil, th)
+	for i := range indexSlots {
+		var h uint64
+		if i < len(hs) {
+			h = hs[i]
+		}
+		val = binary.BigEndian.AppendUint64(val, h)
+	}
+	cur, err := tx.Lookup(indexMap, []nft.Element{indexKey(c, m)})
+	if err != nil {
+		return err
+	}
+	b := tx.Batch()
+	b.AddTable(indexTable)
+	b.AddSet(indexMap)
+	b.DeleteElements(indexMap, cur) // whoever's: the key is m's now
+	e := indexKey(c, m)
+	e.Val, e.Comment = val, m.comment()
+	b.AddElements(indexMap, []nft.Element{e})
+	return nil
 }
 
 // unindexWhere deletes the index elements whose comment match selects

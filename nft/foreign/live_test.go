@@ -2,6 +2,7 @@ package foreign
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/nftcni/nftcni/internal/privtest"
 	"github.com/nftcni/nftcni/netns"
 	"github.com/nftcni/nftcni/nft"
-	"github.com/nftcni/nftcni/nft/internal/nfttest"
 	"github.com/nftcni/nftcni/ownerid"
 )
 
@@ -52,44 +52,38 @@ func syncAll(t *testing.T, ns *netns.NS, chains []Chain, m Mark, want []Accept) 
 	})
 }
 
-// iptablesSpelling is what the iptables programs insert, one by one at the
-// head, for the same rules in the same order as Sync: fwWant, then pmWant.
+// iptablesSpelling is what the iptables programs insert for the rules Sync
+// leaves in iptables-nft's FORWARD chains for any number of attachments:
+// the shared rule, one per family (marked.go).
 func iptablesSpelling() string {
-	fw, pm := fwMark.comment(), pmMark.comment()
 	return `
-iptables -I FORWARD -s 10.1.0.5/32 -m comment --comment "` + fw + `" -j ACCEPT
-iptables -I FORWARD -d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fw + `" -j ACCEPT
-ip6tables -I FORWARD -s fd00::5/128 -m comment --comment "` + fw + `" -j ACCEPT
-ip6tables -I FORWARD -d fd00::5/128 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fw + `" -j ACCEPT
-iptables -I FORWARD -m conntrack --ctstate DNAT --ctproto tcp --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -m comment --comment "` + pm + `" -j ACCEPT
-ip6tables -I FORWARD -m conntrack --ctstate DNAT --ctproto udp --ctreplsrc fd00::5 --ctreplsrcport 53 -m comment --comment "` + pm + `" -j ACCEPT
+iptables -I FORWARD -m mark --mark 0x1000/0x1000 -m comment --comment "` + sharedComment() + `" -j ACCEPT
+ip6tables -I FORWARD -m mark --mark 0x1000/0x1000 -m comment --comment "` + sharedComment() + `" -j ACCEPT
 `
 }
 
 // Our rules in iptables-nft's FORWARD chains read back, through
-// iptables-save, exactly as the same rules made by the iptables programs;
-// the chains Sync creates are iptables-nft's as far as Docker's commands
-// are concerned, and after Remove only Docker's rules are left, as on a
-// host where Docker ran alone.
+// iptables-save, exactly as the same rules made by the iptables programs:
+// the shared rule, once per family however many attachments and
+// components have accepts; the chains Sync creates are iptables-nft's as
+// far as Docker's commands are concerned, and after Remove only Docker's
+// rules are left, as on a host where Docker ran alone.
 func TestLiveIptablesSpelling(t *testing.T) {
 	hostfw.Require(t)
 	ours, theirs, dockerOnly := privtest.NewNS(t), privtest.NewNS(t), privtest.NewNS(t)
 
+	other := Mark{Owner: ownerid.Owner{Network: "net1", ContainerID: "beef", IfName: "eth0"}}
 	syncAll(t, ours, Iptables, fwMark, fwWant)
 	syncAll(t, ours, Iptables, pmMark, pmRepeat)
+	syncAll(t, ours, Iptables, other, []Accept{From(netip.MustParseAddr("10.1.0.6")), From(netip.MustParseAddr("fd00::6"))})
 	hostfw.Commands(t, theirs, iptablesSpelling())
 	want := hostfw.IptablesSave(t, theirs)
 	hostfw.Diff(t, "iptables-save of our rules", want, hostfw.IptablesSave(t, ours))
 	for _, prog := range []string{"iptables", "ip6tables"} {
 		hostfw.Run(t, ours, "", prog, "-L", "-n", "-v") // fails the test if it fails
 	}
-	for _, r := range []string{
-		`-A FORWARD -m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -m comment --comment "` + pmMark.comment() + `" -j ACCEPT`,
-		`-A FORWARD -d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "` + fwMark.comment() + `" -j ACCEPT`,
-	} {
-		if !strings.Contains(want, r) {
-			t.Errorf("iptables-save lacks %s:\n%s", r, want)
-		}
+	if n := strings.Count(want, sharedLine()); n != 2 {
+		t.Errorf("iptables-save prints the shared rule %d times, want 2:\n%s", n, want)
 	}
 	update(t, ours, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
@@ -104,19 +98,23 @@ func TestLiveIptablesSpelling(t *testing.T) {
 	})
 
 	// Docker starts after the containers: its commands work on the chains
-	// we made, and our rules stay at the head.
+	// we made (it inserts its DOCKER-USER jump above ours), and the
+	// shared rule stays, once per family.
 	hostfw.Commands(t, ours, hostfw.Docker)
 	hostfw.Commands(t, dockerOnly, hostfw.Docker)
-	if got := hostfw.IptablesSave(t, ours); !strings.Contains(got, ":FORWARD DROP") || !strings.Contains(got, fwMark.comment()) {
-		t.Errorf("after Docker started:\n%s", got)
+	got := hostfw.IptablesSave(t, ours)
+	if !strings.Contains(got, ":FORWARD DROP") || strings.Count(got, sharedLine()) != 2 {
+		t.Errorf("after Docker started, want policy DROP and the shared rule in each family:\n%s", got)
 	}
 	update(t, ours, func(tx *nft.Tx) error {
 		for _, ch := range Iptables {
-			if _, err := Remove(tx, ch, fwMark); err != nil {
-				return err
+			for _, m := range []Mark{fwMark, other} {
+				if _, err := Remove(tx, ch, m); err != nil {
+					return err
+				}
 			}
 		}
-		// GC finds portmap's rules wherever they are.
+		// GC finds portmap's accepts wherever they are.
 		_, err := RemoveEverywhere(tx, Of("portmap", owner.OwnedBy))
 		return err
 	})
@@ -229,159 +227,40 @@ func listRules(t *testing.T, ns *netns.NS, chain string) []string {
 	return rules
 }
 
-// The iptables-nft tables Sync created go with the last rule in them —
-// after the firewall's and portmap's rules of the attachment are both
-// gone, not before — and the ruleset is empty again.
+// The iptables-nft tables Sync created go with the shared rule, after the
+// last accept of any attachment and component is removed — not before —
+// and what stays are our own tables, empty, which `nftcni handback`
+// (nft.Conn.RemoveEmptyTables) deletes, leaving the ruleset empty.
 func TestLivePrune(t *testing.T) {
 	hostfw.Require(t)
 	ns := privtest.NewNS(t)
 	syncAll(t, ns, Iptables, fwMark, fwWant)
 	syncAll(t, ns, Iptables, pmMark, pmWant)
-	update(t, ns, func(tx *nft.Tx) error {
-		for _, ch := range Iptables {
-			if _, err := Remove(tx, ch, fwMark); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if got := hostfw.Others(t, ns); !strings.Contains(got, `"name":"FORWARD"`) {
-		t.Errorf("FORWARD chains gone while portmap's rules were in them:\n%s", got)
+	removeAll(t, ns, fwMark)
+	expectShared(t, ns, 1, 1) // portmap's accepts are still there
+	if got := readMarked(t, ns); len(got.sets["from4"])+len(got.sets["replies6"]) != 0 || len(got.sets["dnat4"]) != 1 {
+		t.Errorf("after removing the firewall's accepts: %v", got.sets)
 	}
 	update(t, ns, func(tx *nft.Tx) error {
 		_, err := RemoveEverywhere(tx, pmMark.Has)
 		return err
 	})
-	// What stays is the index's own table, empty (index.go).
-	want := "table inet nftcni_foreign {\n\tmap rules {\n\t\ttype ifname . ifname : ifname . ifname . ifname . ifname\n\t}\n}\n"
-	if got := hostfw.Run(t, ns, "", "nft", "list", "ruleset"); got != want {
-		t.Errorf("ruleset after the last removal:\n%s\nwant:\n%s", got, want)
+	if got := hostfw.Tables(t, ns); !slices.Equal(got, []string{"inet nftcni_accept", "inet nftcni_foreign"}) {
+		t.Errorf("tables after the last removal: %q, want only our own", got)
 	}
-}
-
-// The index finds the rules without reading the chain, and is only trusted
-// while it is right: after the rules were deleted and inserted again (new
-// handles), and after the table was deleted and made again (its rule
-// handles start anew, so an old handle can name another rule with the same
-// comment), Remove still removes exactly the mark's rules, and the table
-// goes with the last of them.
-func TestLiveIndex(t *testing.T) {
-	hostfw.Require(t)
-	fams := []struct{ fam, addr string }{{"ip", "10.1.0.5"}, {"ip6", "fd00::5"}}
-	insert := func(t *testing.T, ns *netns.NS, fam, addr, comment string, n int) {
-		for range n {
-			hostfw.Run(t, ns, "", "nft", "insert", "rule", fam, "filter", "FORWARD", fam, "saddr", addr, "accept", "comment", `"`+comment+`"`)
-		}
+	if got := readMarked(t, ns); len(got.sets)+len(got.claims)+len(got.counts) != 0 {
+		t.Errorf("table inet %s after the last removal: %+v", markTable.Name, got)
 	}
-	for _, tc := range []struct {
-		name    string
-		disturb func(t *testing.T, ns *netns.NS)
-		indexed bool // Remove may use the index
-		kept    bool // the tables hold more than their FORWARD chain: kept
-		checks  bool // Check passes after the disturbance
-	}{
-		{"untouched", func(*testing.T, *netns.NS) {}, true, false, true},
-		{"rules inserted again", func(t *testing.T, ns *netns.NS) {
-			for _, f := range fams {
-				out := hostfw.Run(t, ns, "", "nft", "-a", "list", "chain", f.fam, "filter", "FORWARD")
-				n := 0
-				for _, l := range strings.Split(out, "\n") {
-					if strings.Contains(l, `"`+fwMark.comment()+`"`) {
-						_, h, _ := strings.Cut(l, "# handle ")
-						hostfw.Run(t, ns, "", "nft", "delete", "rule", f.fam, "filter", "FORWARD", "handle", strings.TrimSpace(h))
-						n++
-					}
-				}
-				insert(t, ns, f.fam, f.addr, fwMark.comment(), n)
-			}
-		}, false, false, true},
-		{"iptables-save and iptables-restore", func(t *testing.T, ns *netns.NS) {
-			// iptables-restore makes the comments x_tables comment
-			// matches, and every rule gets a new handle.
-			for _, p := range []string{"iptables", "ip6tables"} {
-				hostfw.Run(t, ns, hostfw.Run(t, ns, "", p+"-save"), p+"-restore")
-			}
-			if save := hostfw.IptablesSave(t, ns); strings.Count(save, `"`+fwMark.comment()+`"`) != 4 {
-				t.Fatalf("after the round trip:\n%s", save)
-			}
-		}, false, true, true}, // iptables-restore adds INPUT and OUTPUT
-		{"table made again", func(t *testing.T, ns *netns.NS) {
-			for _, f := range fams {
-				hostfw.Run(t, ns, "", "nft", "delete", "table", f.fam, "filter")
-				hostfw.Run(t, ns, "", "nft", "add", "table", f.fam, "filter")
-				hostfw.Run(t, ns, "", "nft", "add", "chain", f.fam, "filter", "FORWARD", "{ type filter hook forward priority 0; policy accept; }")
-				insert(t, ns, f.fam, f.addr, pmMark.comment(), 1)
-				insert(t, ns, f.fam, f.addr, fwMark.comment(), 3) // handles the index names, and one more
-			}
-		}, false, false, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ns := privtest.NewNS(t)
-			syncAll(t, ns, Iptables, pmMark, pmWant)
-			syncAll(t, ns, Iptables, fwMark, fwWant)
-			before := indexHits.Load()
-			syncAll(t, ns, Iptables, fwMark, fwWant) // unchanged: found through the index
-			if indexHits.Load() == before {
-				t.Error("a repeated Sync did not find its rules through the index")
-			}
-			check := func() error {
-				c, err := nft.Open(ns)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				return c.Update(func(tx *nft.Tx) error {
-					for _, ch := range Iptables {
-						if err := Check(tx, ch, fwMark, fwWant); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-			}
-			reads := chainReads.Load()
-			if err := check(); err != nil || chainReads.Load() != reads {
-				t.Errorf("Check: %v; %d chains read, want none (the index)", err, chainReads.Load()-reads)
-			}
-			tc.disturb(t, ns)
-			// A wrong index is not trusted: Check counts then.
-			if err := check(); (err == nil) != tc.checks {
-				t.Errorf("Check after the disturbance: %v, want it to pass: %v", err, tc.checks)
-			}
-			before = indexHits.Load()
-			remove := func(m Mark) {
-				update(t, ns, func(tx *nft.Tx) error {
-					for _, ch := range Iptables {
-						if _, err := Remove(tx, ch, m); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-			}
-			remove(fwMark)
-			if got := indexHits.Load() > before; got != tc.indexed {
-				t.Errorf("Remove used the index: %v, want %v", got, tc.indexed)
-			}
-			for _, ch := range Iptables {
-				var fw, pm int
-				for _, r := range rulesOf(t, ns, ch) {
-					fw += btoi(fwMark.Has(r.Comment))
-					pm += btoi(pmMark.Has(r.Comment))
-				}
-				if fw != 0 || pm != 1 {
-					t.Errorf("%s after removing the firewall's rules: %d of its rules, %d of portmap's (want 0, 1):\n%s",
-						ch, fw, pm, hostfw.Run(t, ns, "", "nft", "list", "table", nft.FamilyName(ch.Table.Family), "filter"))
-				}
-			}
-			remove(pmMark)
-			if got := hostfw.Others(t, ns); (got != "") != tc.kept || strings.Contains(got, `"rule"`) {
-				t.Errorf("iptables-nft's tables after the last rule (want them kept: %v):\n%s", tc.kept, got)
-			}
-			if els := nfttest.Owned(t, ns); len(els) != 0 {
-				t.Errorf("index elements left: %v", els)
-			}
-		})
+	c, err := nft.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.RemoveEmptyTables(); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostfw.Run(t, ns, "", "nft", "list", "ruleset"); got != "" {
+		t.Errorf("ruleset after handback:\n%s", got)
 	}
 }
 

@@ -20,21 +20,25 @@ import (
 // TestLiveMeasureAccepts is a measurement, not an assertion: what one
 // attachment's accepts in a chain of others cost, process CPU (our work
 // and the kernel's in our syscalls), with the accepts of 0, 110, 250 and
-// 1000 other attachments in the chain — the firewall's two per address
-// and portmap's one per mapping, IPv4, as the bench's full chain leaves
-// them (portmap's native rule is two, one per direction). Each round is
-// a first ADD's Insert (the firewall's, then portmap's, a commit each)
-// and a DEL's Remove (each through the index), medians of 30 rounds, in iptables-nft's FORWARD chain (its spelling:
-// the x_tables conntrack match) and, for comparison, in an
-// administrator's chain named in nftablesAcceptChains (native nft rules,
-// the same number). Run with
+// 1000 other attachments there — the firewall's two per address and
+// portmap's one per mapping, IPv4, as the bench's full chain leaves them.
+// Each round is a first ADD's Insert (the firewall's, then portmap's, a
+// commit each) and a DEL's Remove, medians of 30 rounds. In iptables-nft's
+// FORWARD chain the accepts are marked (marked.go): the chain holds the
+// shared rule alone, the attachments are elements of table inet
+// nftcni_accept (lookup elements, claims and counts), so the columns are
+// FORWARD's rules and those elements. For comparison, an administrator's
+// chain named in nftablesAcceptChains gets native per-address rules (the
+// same number of accepts; portmap's native rule is two, one per
+// direction). Run with
 //
 //	NFTCNI_MEASURE=1 go test -count=1 -v -run MeasureAccepts ./nft/foreign
 //
-// It shows what grows with attachments where iptables can be used: the
-// kernel validates every rule of the table when a rule with a verdict is
-// added (an x_tables match costs far more there than native expressions)
-// and rebuilds the chain's rule blob on every change (docs/performance.md).
+// Per-address rules in iptables-nft's FORWARD cost in proportion to the
+// rules there: the kernel validates every rule of the table when a rule
+// with a verdict is added (an x_tables match costs far more there than
+// native expressions) and rebuilds the chain's rule blob on every change
+// (docs/performance.md); elements of a set cost neither.
 func TestLiveMeasureAccepts(t *testing.T) {
 	if os.Getenv("NFTCNI_MEASURE") == "" {
 		t.Skip("a measurement; set NFTCNI_MEASURE=1 to run it")
@@ -68,7 +72,7 @@ func TestLiveMeasureAccepts(t *testing.T) {
 				update(t, ns, func(tx *nft.Tx) error { return Insert(tx, c, fw, fwAccepts(i)) })
 				update(t, ns, func(tx *nft.Tx) error { return Insert(tx, c, pm, pmAccepts(i)) })
 			}
-			rules := len(rulesOf(t, ns, c))
+			rules, elements := len(rulesOf(t, ns, c)), countElements(t, ns)
 			var fwIns, pmIns, fwDel, pmDel []time.Duration
 			for r := range rounds {
 				i := n + 1 + r
@@ -78,8 +82,24 @@ func TestLiveMeasureAccepts(t *testing.T) {
 				pmDel = append(pmDel, timed(ns, func(tx *nft.Tx) error { _, err := Remove(tx, c, pm); return err }))
 				fwDel = append(fwDel, timed(ns, func(tx *nft.Tx) error { _, err := Remove(tx, c, fw); return err }))
 			}
-			t.Logf("%-22s %4d attachments (%4d rules): firewall Insert %v, Remove %v; portmap Insert %v, Remove %v",
-				where.name, n, rules, median(fwIns), median(fwDel), median(pmIns), median(pmDel))
+			t.Logf("%-22s %4d attachments (%4d rules, %5d elements): firewall Insert %v, Remove %v; portmap Insert %v, Remove %v",
+				where.name, n, rules, elements, median(fwIns), median(fwDel), median(pmIns), median(pmDel))
 		}
 	}
+}
+
+// countElements is the number of elements in table inet nftcni_accept's
+// sets and maps in ns, 0 without the table.
+func countElements(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	m, n := readMarked(t, ns), 0
+	for _, els := range m.sets {
+		n += len(els)
+	}
+	for _, by := range []map[string]int{m.claims, m.counts} {
+		for _, k := range by {
+			n += k
+		}
+	}
+	return n
 }

@@ -130,20 +130,19 @@
 // FORWARD` once Docker or kube-proxy set `iptables -P FORWARD DROP`, or an
 // administrator's `inet filter forward` with policy drop. The reference
 // adds no filter rule for its mappings, so with such a policy its host
-// ports stop working (unless something else accepts them). Setup puts,
-// per container address, protocol and port mapped to, an accept for the
-// connections DNATed there into those chains (package nft/foreign): always
-// iptables-nft's FORWARD chains (created as iptables-nft would when
-// missing, so a DROP policy set later finds them), and the chains of
-// Spec.AcceptChains. In iptables-nft's spelling
-//
-//	-m conntrack --ctstate DNAT --ctproto 6 --ctreplsrc 10.1.0.5 --ctreplsrcport 80 -j ACCEPT
-//
-// which covers both directions of the mapped connections and nothing
-// else. They carry the owner's component tag (ownerid.Owner.ComponentTag,
-// component "portmap"), so the firewall plugin's rules of the same
-// attachment in the same chain stay apart; Teardown removes them, GC finds
-// stale ones wherever they are.
+// ports stop working (unless something else accepts them). Setup lets
+// the connections DNATed to each container address, protocol and port
+// mapped to through those chains (package nft/foreign). In iptables-nft's
+// FORWARD chains (created as iptables-nft would when missing, so a DROP
+// policy set later finds them) that is the one shared rule
+// `-m mark --mark 0x1000/0x1000 -j ACCEPT` and an element
+// `10.1.0.5 . tcp . 80` of set dnat4 in table inet nftcni_accept, whose
+// chain marks both directions of connections DNATed there (`ct status
+// dnat`), and nothing else; in the chains of Spec.AcceptChains, native
+// rules per address. The claims and rules carry the owner's component tag
+// (ownerid.Owner.ComponentTag, component "portmap"), so the firewall
+// plugin's accepts of the same attachment stay apart; Teardown removes
+// them, GC finds stale ones wherever they are.
 //
 // The owners set holds one marker per owner with state in the table
 // (nft.OwnersSet), recording the Setup's mappings, addresses, localnet
@@ -156,8 +155,8 @@
 // so their costs do not grow with the mappings on the host; see Setup and
 // Teardown. Two reads still do: the localnet records, read whole when an
 // owner gives up an interface (route_localnet goes back only with the
-// interface's last record), and other owners' chains, whose rules are
-// found by their comments. Without a record, both read whole sets. Known limit:
+// interface's last record), and named chains of other owners, whose
+// rules are found by their comments. Without a record, both read whole sets. Known limit:
 // tables written by an nftcni without markers. The first Setup of an owner
 // after the upgrade does not see its own elements with other keys (a
 // re-ADD with changed ports), which stay, still mapped to it, until GC.

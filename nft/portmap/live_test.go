@@ -38,9 +38,11 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}
 	expect := func(step string, want ...string) { t.Helper(); nfttest.ExpectOwned(t, ns, step, want...) }
 	ta, tb := a.Tag(), b.Tag()
-	// Index elements of the accepts in iptables-nft's FORWARD chains,
-	// one per chain (nft/foreign).
-	ia, ib := "inet rules "+a.ComponentTag(component), "inet rules "+b.ComponentTag(component)
+	// The accepts for iptables-nft's FORWARD chains (nft/foreign): in
+	// table inet nftcni_accept a claim per DNAT accept and a count per
+	// chain, each with the owner's component tag, and the index element
+	// of the shared rule in each chain.
+	ia, ib := claims(a, 1), claims(b, 1)
 
 	if err := Setup(ns, Spec{Owner: a,
 		Mappings: []Mapping{tcp(8080, "10.9.0.5:80"), tcp(8080, "[fd00:9::5]:80")},
@@ -50,8 +52,8 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	}
 	recA := "6:8080>10.9.0.5:80 6:8080>[fd00:9::5]:80 h10.9.0.5/24 hfd00:9::5/64"
 	ma := nft.MarkerWith(a, recA).Comment
-	expect("A fresh", ia, ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip owners "+ma,
-		"ip6 ports "+ta, "ip6 hairpins "+ta, "ip6 hairpin_local "+ta, "ip6 owners "+ma)
+	expect("A fresh", nfttest.Cat(ia, ia, shared(2), []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + ma,
+		"ip6 ports " + ta, "ip6 hairpins " + ta, "ip6 hairpin_local " + ta, "ip6 owners " + ma})...)
 
 	specA := Spec{Owner: a, Mappings: []Mapping{tcp(8081, "10.9.0.5:80")},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
@@ -59,7 +61,7 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	ma = nft.MarkerWith(a, record(specA)).Comment
-	expect("A again, IPv4 only", ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
+	expect("A again, IPv4 only", nfttest.Cat(ia, shared(1), []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip localhost " + ta, "ip owners " + ma})...)
 	if err := Check(ns, specA); err != nil {
 		t.Errorf("Check after A's second Setup: %v", err)
 	}
@@ -69,15 +71,15 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 	if !errors.As(err, &ce) || ce.HostPort != 8081 || ce.Holder != ta {
 		t.Fatalf("B asking for A's port: %v", err)
 	}
-	expect("after the conflict", ia, "ip ports "+ta, "ip hairpins "+ta, "ip hairpin_local "+ta, "ip localhost "+ta, "ip owners "+ma)
+	expect("after the conflict", nfttest.Cat(ia, shared(1), []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip localhost " + ta, "ip owners " + ma})...)
 
 	specB := Spec{Owner: b, Mappings: []Mapping{tcp(8082, "10.9.0.5:80")},
 		Hairpin: []netip.Prefix{netip.MustParsePrefix("10.9.0.5/24")}, Localhost: []netip.Addr{netip.MustParseAddr("10.9.0.5")}}
 	if err := Setup(ns, specB); err != nil {
 		t.Fatal(err)
 	}
-	expect("B takes over", ia, ib, "ip ports "+ta, "ip ports "+tb, "ip hairpins "+tb, "ip hairpin_local "+tb, "ip localhost "+tb,
-		"ip owners "+ma, "ip owners "+nft.MarkerWith(b, record(specB)).Comment)
+	expect("B takes over", nfttest.Cat(ia, ib, shared(1), []string{"ip ports " + ta, "ip ports " + tb, "ip hairpins " + tb, "ip hairpin_local " + tb, "ip localhost " + tb,
+		"ip owners " + ma, "ip owners " + nft.MarkerWith(b, record(specB)).Comment})...)
 
 	for _, o := range []ownerid.Owner{a, b} {
 		if _, err := Teardown(ns, o, nil); err != nil {
@@ -85,6 +87,32 @@ func TestLiveFastAndSlowPaths(t *testing.T) {
 		}
 	}
 	expect("after both Teardowns")
+}
+
+// sharedTag is the comment of the one rule of ours in each iptables-nft
+// FORWARD chain: it accepts what table inet nftcni_accept marked.
+const sharedTag = "98d28d7ce706381e:effb6c9e37d86e32 nftcni-marked-accepts"
+
+// claims are o's elements in table inet nftcni_accept for one
+// iptables-nft FORWARD chain where it has k DNAT accepts, as
+// nfttest.Owned lists them: k claims and their count.
+func claims(o ownerid.Owner, k int) []string {
+	tag := o.ComponentTag(component)
+	out := []string{"inet counts " + tag}
+	for range k {
+		out = append(out, "inet claims "+tag)
+	}
+	return out
+}
+
+// shared are the index elements of the shared rules in n iptables-nft
+// FORWARD chains, as nfttest.Owned lists them.
+func shared(n int) []string {
+	var out []string
+	for range n {
+		out = append(out, "inet rules "+sharedTag)
+	}
+	return out
 }
 
 // localnetWorld is a namespace with interfaces pm0 and pm1 (veth ends
@@ -295,7 +323,7 @@ func TestLiveMasqAllTakesOver(t *testing.T) {
 		}
 	}
 	ta, tb := a.Tag(), b.Tag()
-	ia, ib := "inet rules "+a.ComponentTag(component), "inet rules "+b.ComponentTag(component)
+	ia, ib := nfttest.Cat(claims(a, 1), shared(1)), claims(b, 1)
 	sa1, sb, sa2 := spec(a, 8080, false), spec(b, 8081, true), spec(a, 8082, false)
 	marker := func(s Spec) string { return nft.MarkerWith(s.Owner, record(s)).Comment }
 	for _, step := range []struct {
@@ -303,11 +331,11 @@ func TestLiveMasqAllTakesOver(t *testing.T) {
 		what string
 		want []string
 	}{
-		{sa1, "a", []string{ia, "ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa1)}},
-		{sb, "b took the address over with masqAll", []string{ia, ib, "ip ports " + ta, "ip ports " + tb,
-			"ip hairpins " + tb, "ip hairpin_local " + tb, "ip owners " + marker(sa1), "ip owners " + marker(sb)}},
-		{sa2, "a took the address back", []string{ia, ib, "ip ports " + ta, "ip ports " + tb,
-			"ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa2), "ip owners " + marker(sb)}},
+		{sa1, "a", nfttest.Cat(ia, []string{"ip ports " + ta, "ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa1)})},
+		{sb, "b took the address over with masqAll", nfttest.Cat(ia, ib, []string{"ip ports " + ta, "ip ports " + tb,
+			"ip hairpins " + tb, "ip hairpin_local " + tb, "ip owners " + marker(sa1), "ip owners " + marker(sb)})},
+		{sa2, "a took the address back", nfttest.Cat(ia, ib, []string{"ip ports " + ta, "ip ports " + tb,
+			"ip hairpins " + ta, "ip hairpin_local " + ta, "ip owners " + marker(sa2), "ip owners " + marker(sb)})},
 	} {
 		if err := Setup(ns, step.s); err != nil {
 			t.Fatalf("Setup of %s (masqAll %v): %v", step.s.Owner.ContainerID, step.s.MasqAll, err)

@@ -213,9 +213,9 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 		// (pinBridgeMAC), whichever link carries the gateway.
 		var vlanIface *cni.Interface
 		for _, fam := range []struct {
-			gws     []netip.Prefix
-			forward string
-		}{{gws4, "net/ipv4/ip_forward"}, {gws6, "net/ipv6/conf/all/forwarding"}} {
+			gws    []netip.Prefix
+			family uint8
+		}{{gws4, unix.AF_INET}, {gws6, unix.AF_INET6}} {
 			for _, gw := range fam.gws {
 				if conf.Vlan != 0 {
 					vl, err := ensureVlanInterface(hh, br, conf.Vlan, conf.PreserveDefaultVlan)
@@ -239,7 +239,7 @@ func addL3(a *cni.CmdArgs, conf *NetConf, hh, hc *netlinkx.Handle, ctrNS *netns.
 				}
 			}
 			if len(fam.gws) > 0 {
-				if err := vethplugin.EnableForward(fam.forward); err != nil {
+				if err := vethplugin.EnableForward(fam.family); err != nil {
 					return fmt.Errorf("failed to enable forwarding: %w", err)
 				}
 			}
@@ -332,8 +332,13 @@ func ensureBridge(hh *netlinkx.Handle, conf *NetConf) (br netlinkx.Link, iface *
 	if err != nil {
 		return br, nil, created, wrap(err)
 	}
-	// We own the routes of this interface.
-	_ = sysctl.Set(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
+	// We own the routes of this interface. Read over rtnetlink first, so
+	// that the ADDs after the bridge's first do not touch its file: one
+	// under /proc/sys/net/ipv6 costs more the more namespaces the host has
+	// (sysctl.IPv6Devconf).
+	if v, err := sysctl.IPv6Devconf(nil, name, sysctl.IPv6AcceptRA); err != nil || v != 0 {
+		_ = sysctl.Set(nil, "net/ipv6/conf/"+name+"/accept_ra", "0")
+	}
 	if err := hh.SetUp(name); err != nil {
 		return br, nil, created, wrap(netlinkx.Cause(err))
 	}

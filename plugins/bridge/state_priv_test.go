@@ -9,6 +9,7 @@ import (
 
 	"github.com/nftcni/nftcni/internal/plugintest"
 	"github.com/nftcni/nftcni/netlinkx"
+	"github.com/nftcni/nftcni/sysctl"
 )
 
 // TestKernelStateAfterAdd checks what ADD leaves in both namespaces:
@@ -177,4 +178,38 @@ func TestBridgeOptions(t *testing.T) {
 			t.Errorf("host veth %+v", l)
 		}
 	})
+}
+
+// TestSysctlsRestoredOnLaterAdd: ADD reads the host's forwarding and the
+// bridge's accept_ra before it writes them (IPv6's over rtnetlink, so
+// that later ADDs touch no file under /proc/sys/net/ipv6), and a value
+// changed since the first ADD is put back by the next one.
+func TestSysctlsRestoredOnLaterAdd(t *testing.T) {
+	t.Parallel()
+	th := newHost(t)
+	ctr, _ := plugintest.NewCtr(t)
+	th.Add(ctr, "c1", conf("1.0.0", `,"isGateway":true`+plugintest.Static("", "10.24.0.5/16", "fd00:24::5/64")))
+	want := map[string]string{
+		"net/ipv6/conf/br0/accept_ra":  "0",
+		"net/ipv4/ip_forward":          "1",
+		"net/ipv6/conf/all/forwarding": "1",
+	}
+	changed := map[string]string{
+		"net/ipv6/conf/br0/accept_ra":  "2",
+		"net/ipv4/ip_forward":          "0",
+		"net/ipv6/conf/all/forwarding": "0",
+	}
+	for key, v := range changed {
+		plugintest.Must(t, sysctl.Set(th.NS, key, v))
+	}
+	ctr2, _ := plugintest.NewCtr(t)
+	th.Add(ctr2, "c2", conf("1.0.0", `,"isGateway":true`+plugintest.Static("", "10.24.0.6/16", "fd00:24::6/64")))
+	for key, v := range want {
+		if got := plugintest.Sysctl(t, th.NS, key); got != v {
+			t.Errorf("host %s = %s after a second ADD, want %s", key, got, v)
+		}
+	}
+	if got := plugintest.Sysctl(t, ctr2, "net/ipv4/conf/eth0/arp_notify"); got != "1" {
+		t.Errorf("second container's arp_notify = %s", got)
+	}
 }

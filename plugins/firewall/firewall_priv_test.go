@@ -19,9 +19,11 @@ import (
 // policy drop. A container behind the firewall plugin talks to the outside
 // over IPv4 and IPv6 (its packets and the replies pass); new connections
 // from outside do not (the reference accepts only replies); a container
-// of a network without the firewall plugin gets nothing through. After
-// DEL, none of the container's rules are left in the foreign chains, whose
-// own rules and policy stay.
+// of a network without the firewall plugin gets nothing through. The
+// container's accepts are its claims in table inet nftcni_accept, behind
+// one shared rule of ours per FORWARD chain. After DEL, none of the
+// container's claims are left, nor (it was the last) the shared rules;
+// the foreign chains' own rules and policy stay.
 func TestForeignDropPolicy(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -30,7 +32,10 @@ func TestForeignDropPolicy(t *testing.T) {
 	b := w.attach(w.network("plain", "br9", "10.59.0.0/24", "fd00:59::/64", nil), "b")
 
 	if n := foreignOwned(t, w.th.NS, a.owner()); n != 4 {
-		t.Errorf("%d rules of the container in the FORWARD chains, want 4 (2 per address)", n)
+		t.Errorf("%d claims of the container in table inet nftcni_accept, want 4 (2 per address)", n)
+	}
+	if n := sharedRules(t, w.th.NS); n != 2 {
+		t.Errorf("%d shared rules in the FORWARD chains, want 2 (1 per chain)", n)
 	}
 	traffic{
 		{"a → outside v4", a.ns, w.outside, "192.0.2.2", true},
@@ -54,8 +59,9 @@ func TestForeignDropPolicy(t *testing.T) {
 // br0 and br1, one without a policy on br2. Traffic between br0 and br1 is
 // dropped both ways; on the same bridge, to and from the outside, and to
 // and from br2 it passes. On a host without iptables-nft tables, ADD
-// creates its FORWARD chains (policy accept) holding the containers'
-// accepts, ready for a DROP policy set later.
+// creates its FORWARD chains (policy accept) holding the shared rule that
+// accepts what the containers' claims mark, ready for a DROP policy set
+// later.
 func TestSameBridgeIsolation(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -80,7 +86,10 @@ func TestSameBridgeIsolation(t *testing.T) {
 		t.Error("ADD did not create iptables-nft's filter tables")
 	}
 	if n := foreignOwned(t, w.th.NS, a1.owner()); n != 4 {
-		t.Errorf("%d rules of a1 in the FORWARD chains, want 4", n)
+		t.Errorf("%d claims of a1 in table inet nftcni_accept, want 4", n)
+	}
+	if n := sharedRules(t, w.th.NS); n != 2 {
+		t.Errorf("%d shared rules in the FORWARD chains, want 2", n)
 	}
 
 	// Once br0 has no policed container left, it is no longer isolated.
@@ -239,12 +248,20 @@ func TestDel(t *testing.T) {
 					t.Errorf("%d objects left after DEL", n)
 				}
 			}
-			// The other attachment keeps its 3 claims (owners4, owners6,
-			// bridge_owners), its 2 addresses, the bridge's 2 lookup
-			// elements (now tagged with it), its 4 foreign rules, their
-			// 2 index elements (one per FORWARD chain) and its marker.
+			// The other attachment (same addresses: host-local of
+			// another data directory) keeps its 3 claims (owners4,
+			// owners6, bridge_owners), its 2 addresses, the bridge's 2
+			// lookup elements (now tagged with it), its marker, and in
+			// table inet nftcni_accept its 4 claims and their 2 counts
+			// (one per FORWARD chain); the shared rules stay.
 			if n := owned(t, w.th.NS, other.owner()); n != 14 {
 				t.Errorf("other attachment: %d objects, want 14", n)
+			}
+			if n := foreignOwned(t, w.th.NS, other.owner()); n != 4 {
+				t.Errorf("other attachment: %d claims in table inet nftcni_accept, want 4", n)
+			}
+			if n := sharedRules(t, w.th.NS); n != 2 {
+				t.Errorf("%d shared rules in the FORWARD chains after a's DEL, want 2", n)
 			}
 			if !trip(t, other.ns, w.outside, "192.0.2.2") {
 				t.Error("other → outside failed after a's DEL")
@@ -339,7 +356,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 
-	// The container's rules vanish from the foreign chain (an iptables
+	// The shared rule vanishes from the foreign chain (an iptables
 	// flush, say).
 	nc, err := nft.Open(w.th.NS)
 	plugintest.Must(t, err)
@@ -351,15 +368,30 @@ func TestCheck(t *testing.T) {
 			return err
 		}
 		for _, r := range rs {
-			if a.owner().OwnedBy(r.Comment) {
+			if r.Comment == sharedTag {
 				tx.Batch().DeleteForeignRule(forward, r.Handle)
 			}
 		}
 		return nil
 	}))
-	w.th.FailsWith("foreign rules gone", plugintest.Cmd("CHECK", a.ns, "a", conf),
-		"firewall: chain ip filter FORWARD: 0 accept rules of this attachment, want 2")
-	// A repeated ADD puts them back.
+	w.th.FailsWith("shared rule gone", plugintest.Cmd("CHECK", a.ns, "a", conf),
+		"firewall: chain ip filter FORWARD: the rule accepting marked packets is missing")
+	// A repeated ADD puts it back.
+	w.th.OK(plugintest.Cmd("ADD", a.ns, "a", conf))
+	w.th.OK(plugintest.Cmd("CHECK", a.ns, "a", conf))
+	if n := sharedRules(t, w.th.NS); n != 2 {
+		t.Errorf("%d shared rules in the FORWARD chains after the repeated ADD, want 2", n)
+	}
+
+	// The container's address vanishes from the set the mark chain looks
+	// up (an nft flush of the set, say).
+	from4 := &nftables.Set{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "nftcni_accept"}, Name: "from4", KeyType: nftables.TypeIPAddr}
+	plugintest.Must(t, nc.Update(func(tx *nft.Tx) error {
+		tx.Batch().DeleteElements(from4, []nft.Element{{Key: netip.MustParseAddr(a.v4).AsSlice()}})
+		return nil
+	}))
+	w.th.FailsWith("lookup element gone", plugintest.Cmd("CHECK", a.ns, "a", conf),
+		"firewall: table inet nftcni_accept: set from4 lacks "+a.v4)
 	w.th.OK(plugintest.Cmd("ADD", a.ns, "a", conf))
 	w.th.OK(plugintest.Cmd("CHECK", a.ns, "a", conf))
 

@@ -200,23 +200,73 @@ func foreignRules(t *testing.T, ns *netns.NS) []string {
 	return out
 }
 
-// foreignOwned counts owner's rules in ip and ip6 filter FORWARD.
+// sharedTag is the comment of the one rule of ours in each iptables-nft
+// FORWARD chain, the same for every attachment: it accepts the packets
+// table inet nftcni_accept marked (foreign.MarkBit).
+const sharedTag = "98d28d7ce706381e:effb6c9e37d86e32 nftcni-marked-accepts"
+
+// foreignOwned counts owner's claims in table inet nftcni_accept: one
+// element of map claims per accept it has in an iptables-nft FORWARD
+// chain (two per address for the firewall).
 func foreignOwned(t *testing.T, ns *netns.NS, owner ownerid.Owner) int {
 	t.Helper()
 	n := 0
-	for _, c := range foreignRules(t, ns) {
-		if owner.OwnedBy(c) {
+	for _, e := range ownedElements(t, ns, owner) {
+		if e.Table == "nftcni_accept" && e.Set == "claims" {
 			n++
 		}
 	}
 	return n
 }
 
-// owned counts everything carrying owner's tag: elements of our tables
-// and rules in the iptables-nft FORWARD chains.
+// ownedElements lists the elements of our tables carrying owner's tag.
+func ownedElements(t *testing.T, ns *netns.NS, owner ownerid.Owner) []nft.OwnedElement {
+	t.Helper()
+	c, err := nft.Open(ns)
+	plugintest.Must(t, err)
+	defer c.Close()
+	els, err := c.OwnedElements()
+	plugintest.Must(t, err)
+	var out []nft.OwnedElement
+	for _, e := range els {
+		if owner.OwnedBy(e.Comment) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sharedRules counts the rules of ours in ip and ip6 filter FORWARD:
+// one each while any attachment has claims, none after the last DEL. Any
+// other rule of ours there (a per-address accept) is an error.
+func sharedRules(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	n := 0
+	for _, c := range foreignRules(t, ns) {
+		if c == sharedTag {
+			n++
+		} else if _, ok := ownerid.ParseTag(c); ok {
+			t.Errorf("a rule of ours in FORWARD besides the shared one: %q", c)
+		}
+	}
+	return n
+}
+
+// owned counts everything carrying owner's tag: elements and rules of
+// our tables (nftcni_accept's claims too) and rules in the iptables-nft
+// FORWARD chains (an earlier version's per-address accepts).
 func owned(t *testing.T, ns *netns.NS, owner ownerid.Owner) int {
 	t.Helper()
-	return plugintest.NFTOwned(t, ns, owner) + foreignOwned(t, ns, owner)
+	n := plugintest.NFTOwned(t, ns, owner)
+	for _, c := range foreignRules(t, ns) {
+		if owner.OwnedBy(c) {
+			n++
+		}
+	}
+	if n != 0 {
+		t.Logf("objects of %s: %v", owner.ContainerID, ownedElements(t, ns, owner))
+	}
+	return n
 }
 
 func tableExists(t *testing.T, ns *netns.NS, tb *nftables.Table) bool {

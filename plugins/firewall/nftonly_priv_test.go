@@ -116,19 +116,32 @@ func nftablesOnly(t *testing.T, s nftOnly) {
 	})
 	ours := hostfw.OursInOthers(t, host)
 	if s.protected {
-		if ours == 0 {
-			t.Errorf("no accepts of ours in iptables-nft's FORWARD chains (tables %q)", hostfw.Tables(t, host))
+		// One shared rule per family, native expressions iptables-nft
+		// reads back; the attachment's accepts are its claims.
+		if ours != 2 {
+			t.Errorf("%d rules of ours in iptables-nft's FORWARD chains, want the 2 shared ones (tables %q)", ours, hostfw.Tables(t, host))
 		}
-		if !strings.Contains(hostfw.IptablesSave(t, host), a.owner().Tag()) {
-			t.Errorf("iptables-save does not show the attachment's rules:\n%s", hostfw.IptablesSave(t, host))
+		saved := hostfw.IptablesSave(t, host)
+		if n := strings.Count(saved, "-A FORWARD -m mark --mark 0x1000/0x1000 -m comment --comment \""+sharedTag+"\" -j ACCEPT\n"); n != 2 {
+			t.Errorf("iptables-save shows the shared rule %d times, want once per family:\n%s", n, saved)
+		}
+		if strings.Contains(saved, a.owner().Tag()) {
+			t.Errorf("iptables-save shows a rule of the attachment's own:\n%s", saved)
+		}
+		// The firewall's 2 per address, portmap's DNAT to each address.
+		if n := foreignOwned(t, host, a.owner()); n != 6 {
+			t.Errorf("%d claims of the attachment in table inet nftcni_accept, want 6", n)
 		}
 	} else {
 		if len(newTables) > 0 || ours > 0 {
 			t.Errorf("tables %q made, %d rules of ours in other owners' chains: want none", newTables, ours)
 		}
-		if got := hostfw.Compat(t, host); !slices.Equal(got, compat) {
-			t.Errorf("x_tables compat expressions %q, want %q (the host's own)", got, compat)
+		if slices.Contains(hostfw.Tables(t, host), "inet nftcni_accept") {
+			t.Error("table inet nftcni_accept made: want it only where accepts are marked")
 		}
+	}
+	if got := hostfw.Compat(t, host); !slices.Equal(got, compat) {
+		t.Errorf("x_tables compat expressions %q, want %q (the host's own)", got, compat)
 	}
 
 	up4 := netip.MustParseAddr("192.0.2.1")

@@ -75,13 +75,15 @@ func (w *world) checkFails(ctr *netns.NS, id, what, conf, want string) {
 	}
 }
 
-// TestCheckForwardAccepts: CHECK, with and without portMappings, counts
-// the attachment's accepts in iptables-nft's FORWARD chains and in the
-// nftablesAcceptChains, so accepts lost to a flush fail it, and a repeated
-// ADD repairs them. With conditionsV4 the IPv4 mappings are rules, which
-// CHECK without portMappings does not decode: it cannot know their accepts
-// and leaves the chains IPv4 packets pass unchecked, but still checks
-// ip6tables-nft's chain; with portMappings, everything is checked.
+// TestCheckForwardAccepts: CHECK, with and without portMappings, checks
+// the attachment's accepts for iptables-nft's FORWARD chains (its claims
+// and lookup elements in table inet nftcni_accept, the shared rule in
+// each chain) and in the nftablesAcceptChains, so accepts lost to a flush
+// fail it, and a repeated ADD repairs them. With conditionsV4 the IPv4
+// mappings are rules, which CHECK without portMappings does not decode:
+// it cannot know their accepts and leaves the chains IPv4 packets pass
+// unchecked, but still checks ip6tables-nft's chain; with portMappings,
+// everything is checked.
 func TestCheckForwardAccepts(t *testing.T) {
 	hostfw.Require(t)
 	w := newWorld(t)
@@ -96,7 +98,13 @@ func TestCheckForwardAccepts(t *testing.T) {
 
 	hostfw.Commands(t, host, "iptables -F FORWARD")
 	for _, c := range []string{conf, bare} {
-		w.checkFails(ctr, "fwd", "ip filter FORWARD flushed", c, `chain ip filter FORWARD: 0 accept rules of this attachment, want 2`)
+		w.checkFails(ctr, "fwd", "ip filter FORWARD flushed", c, `chain ip filter FORWARD: the rule accepting marked packets is missing`)
+	}
+	w.portmapOK("ADD", ctr, "fwd", conf)
+	w.portmapOK("CHECK", ctr, "fwd", bare)
+	hostfw.Commands(t, host, "nft delete element inet nftcni_accept dnat4 { 10.88.0.2 . tcp . 80 }")
+	for _, c := range []string{conf, bare} {
+		w.checkFails(ctr, "fwd", "lookup element deleted", c, `table inet nftcni_accept: set dnat4 lacks 10.88.0.2`)
 	}
 	w.portmapOK("ADD", ctr, "fwd", conf)
 	w.portmapOK("CHECK", ctr, "fwd", bare)
@@ -113,10 +121,10 @@ func TestCheckForwardAccepts(t *testing.T) {
 	w.portmapOK("CHECK", ctr, "fwd", conf)
 	w.portmapOK("CHECK", ctr, "fwd", bare)
 	hostfw.Commands(t, host, "iptables -F FORWARD")
-	w.checkFails(ctr, "fwd", "conditionsV4, ip filter FORWARD flushed", conf, `chain ip filter FORWARD: 0 accept rules of this attachment, want 2`)
+	w.checkFails(ctr, "fwd", "conditionsV4, ip filter FORWARD flushed", conf, `chain ip filter FORWARD: the rule accepting marked packets is missing`)
 	w.portmapOK("CHECK", ctr, "fwd", bare)
 	hostfw.Commands(t, host, "ip6tables -F FORWARD")
-	w.checkFails(ctr, "fwd", "conditionsV4, ip6 filter FORWARD flushed", bare, `chain ip6 filter FORWARD: 0 accept rules of this attachment, want 2`)
+	w.checkFails(ctr, "fwd", "conditionsV4, ip6 filter FORWARD flushed", bare, `chain ip6 filter FORWARD: the rule accepting marked packets is missing`)
 
 	w.portmapOK("DEL", ctr, "fwd", bare)
 	if n := hostfw.OursInOthers(t, host); n != 0 {

@@ -156,13 +156,13 @@ func enableForward(ips []*cni.IPConfig) error {
 		}
 	}
 	for _, f := range []struct {
-		on  bool
-		key string
-	}{{v4, "net/ipv4/ip_forward"}, {v6, "net/ipv6/conf/all/forwarding"}} {
+		on     bool
+		family uint8
+	}{{v4, unix.AF_INET}, {v6, unix.AF_INET6}} {
 		if !f.on {
 			continue
 		}
-		if err := vethplugin.EnableForward(f.key); err != nil {
+		if err := vethplugin.EnableForward(f.family); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nftcni/nftcni/cni"
 	"github.com/nftcni/nftcni/ownerid"
 	"github.com/nftcni/nftcni/sysctl"
@@ -86,9 +88,24 @@ func CachedResult(c *cni.NetConf) (*cni.Result, error) {
 	return prev, nil
 }
 
-// EnableForward writes 1 to a forwarding sysctl of the process's namespace
-// unless it already is 1.
-func EnableForward(key string) error {
+// EnableForward turns forwarding of family (unix.AF_INET: ip_forward,
+// unix.AF_INET6: conf/all/forwarding) on in the process's namespace: it
+// writes 1 to the sysctl unless it already is 1. IPv6's value is read over
+// rtnetlink (sysctl.AllForwarding; the file where that fails), so the ADDs
+// after the first touch no file under /proc/sys/net/ipv6, whose cost grows
+// with the host's namespaces; ip_forward's file does not grow and costs
+// less than the request, so it is read as it is.
+func EnableForward(family uint8) error {
+	key := "net/ipv4/ip_forward"
+	if family == unix.AF_INET6 {
+		key = "net/ipv6/conf/all/forwarding"
+		if v, err := sysctl.AllForwarding(nil, family); err == nil {
+			if v == 1 {
+				return nil
+			}
+			return sysctl.Set(nil, key, "1")
+		}
+	}
 	if v, err := sysctl.Get(nil, key); err == nil && v == "1" {
 		return nil
 	}

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"debug/buildinfo"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -295,6 +296,93 @@ func (s *switchHost) oursLeft(c *switchCtr) []string {
 	return out
 }
 
+// sharedAccept is the one rule of ours iptables-save shows in an
+// iptables-nft FORWARD chain while attachments of ours have accepts for
+// that family: packets carrying the mark bit 0x1000 accepted, with the
+// shared owner tag as its comment. Which attachment's packets carry the
+// bit is in table inet nftcni_accept (its map claims), not in FORWARD.
+var sharedAccept = regexp.MustCompile(`^-A FORWARD -m mark --mark 0x1000/0x1000 -m comment --comment "?[0-9a-f]{16}:[0-9a-f]{16} nftcni-marked-accepts"? -j ACCEPT$`)
+
+// forwardOurs is, per family ("ip", "ip6"), the rules of iptables-nft's
+// FORWARD chain that carry an owner tag of ours, as iptables-save and
+// ip6tables-save print them: the shared rule, and anything else of ours
+// (per-address accepts, which nothing of ours writes there any more).
+func (s *switchHost) forwardOurs() map[string][]string {
+	out := map[string][]string{}
+	for fam, prog := range map[string]string{"ip": "iptables-save", "ip6": "ip6tables-save"} {
+		table := ""
+		for _, line := range strings.Split(hostfw.Run(s.t, s.host.NS, "", prog), "\n") {
+			if strings.HasPrefix(line, "*") {
+				table = line[1:]
+			}
+			if table != "filter" || !strings.HasPrefix(line, "-A FORWARD ") {
+				continue
+			}
+			// Our tags hold a space: iptables-save quotes them.
+			if _, rest, ok := strings.Cut(line, `--comment "`); ok {
+				c, _, _ := strings.Cut(rest, `"`)
+				if _, ours := ownerid.ParseTag(c); ours {
+					out[fam] = append(out[fam], line)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// wantForward checks that FORWARD of family fam holds exactly the shared
+// rule of ours (shared) or nothing of ours, and the other family's
+// nothing of ours.
+func (s *switchHost) wantForward(what, fam string, shared bool) bool {
+	s.t.Helper()
+	ok := true
+	ours := s.forwardOurs()
+	for _, f := range []string{"ip", "ip6"} {
+		lines := ours[f]
+		want := 0
+		if f == fam && shared {
+			want = 1
+		}
+		if len(lines) != want || (want == 1 && !sharedAccept.MatchString(lines[0])) {
+			s.t.Errorf("%s: %s filter FORWARD holds %d rules of ours, want %d (the rule for marked packets, %s): %q",
+				what, f, len(lines), want, sharedAccept, lines)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// family is the nft family of c's address ("ip", "ip6").
+func (c *switchCtr) family() string {
+	if c.addr.Is6() {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// claims is the number of claims in table inet nftcni_accept (each one an
+// accept some attachment of ours holds in an iptables-nft FORWARD chain),
+// read with nft; 0 when the table is not there.
+func (s *switchHost) claims() int {
+	if !slices.Contains(hostfw.Tables(s.t, s.host.NS), "inet nftcni_accept") {
+		return 0
+	}
+	var doc struct {
+		Nftables []map[string]struct {
+			Elem []any `json:"elem"`
+		} `json:"nftables"`
+	}
+	out := hostfw.Run(s.t, s.host.NS, "", "nft", "-j", "list", "map", "inet", "nftcni_accept", "claims")
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		s.t.Fatalf("nft -j list map inet nftcni_accept claims: %v\n%s", err, out)
+	}
+	n := 0
+	for _, o := range doc.Nftables {
+		n += len(o["map"].Elem)
+	}
+	return n
+}
+
 // reserved reports whether the IPAM store still reserves addr.
 func (s *switchHost) reserved(addr netip.Addr) bool {
 	_, ok := storetest.Files(s.t, filepath.Join(s.dataDir, s.network))[addr.String()]
@@ -422,10 +510,19 @@ func switchOver(t *testing.T, rel refRelease, nftBackend, v6, takeover bool, tl 
 		return
 	}
 	l.check("10 the old host port does not reach the new container", !s.reachable(b, port), "host port ", port, " forwards to ", b.addr)
+	s.wantForward("after our ADD", b.family(), true)
+	if n := s.claims(); n == 0 {
+		t.Error("after our ADD table inet nftcni_accept holds no claims")
+	}
 
 	plugintest.Must(t, s.del(s.ours, b))
 	if ours := s.oursLeft(b); len(ours) > 0 {
 		t.Errorf("after the new container's DEL: %v", ours)
+	}
+	// The last attachment of ours gone: nothing of ours in FORWARD.
+	s.wantForward("after the last DEL", b.family(), false)
+	if n := s.claims(); n != 0 {
+		t.Errorf("after the last DEL table inet nftcni_accept holds %d claims", n)
 	}
 	if k := plugintest.NFTNetwork(t, s.host.NS, s.network); k != 0 {
 		t.Errorf("%d nftables objects of the network left", k)

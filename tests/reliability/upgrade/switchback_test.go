@@ -99,6 +99,10 @@ func switchToReference(t *testing.T, rel refRelease, nftBackend, v6, handback bo
 	if !l.check("1 the port mapping works under ours", s.reachable(a, port), "no TCP answer through the mapping") {
 		t.Fatal("no point going on")
 	}
+	s.wantForward("after our ADD", a.family(), true)
+	if n := s.claims(); n == 0 {
+		t.Error("after our ADD table inet nftcni_accept holds no claims")
+	}
 	if handback {
 		out, err := s.nftcni("handback", "-v")
 		if err != nil {
@@ -113,6 +117,13 @@ func switchToReference(t *testing.T, rel refRelease, nftBackend, v6, handback bo
 		}
 		if tables := s.ourTables(); len(tables) > 0 {
 			t.Errorf("after handback our tables are left: %v", tables)
+		}
+		// The last attachment handed back: no rule of ours in
+		// iptables-nft's FORWARD, not even the shared one, and no
+		// claims.
+		s.wantForward("after handback", a.family(), false)
+		if n := s.claims(); n != 0 {
+			t.Errorf("after handback table inet nftcni_accept holds %d claims", n)
 		}
 	}
 

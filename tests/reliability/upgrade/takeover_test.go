@@ -57,6 +57,12 @@ func (s *switchHost) takeOver(c *switchCtr, port int) {
 	if !s.reachable(c, port) {
 		t.Error("the port mapping does not work after takeover")
 	}
+	// Ours in iptables-nft's FORWARD: the one rule for marked packets,
+	// the attachment's accepts claimed in table inet nftcni_accept.
+	s.wantForward("after takeover", c.family(), true)
+	if n := s.claims(); n == 0 {
+		t.Error("after takeover table inet nftcni_accept holds no claims")
+	}
 	// Our records of it, as our ADD would have written them.
 	if _, ok := attachrec.Get(attachrec.Dir(os.Getenv), s.network, c.id, "eth0"); !ok {
 		t.Error("after takeover the attachment has no record of ours")
@@ -238,6 +244,7 @@ func TestTakeoverLiveTCP(t *testing.T) {
 		if !s.reachable(a, port) {
 			t.Error("a new connection through the mapping fails right after the takeover")
 		}
+		s.wantForward("after takeover", a.family(), true)
 		if left := s.leftovers(a); len(left[reference.Portmap]) > 0 || len(left[reference.Masq]) > 0 || len(left[reference.Firewall]) > 0 {
 			t.Errorf("the reference's objects are left: %q", left)
 		}
@@ -245,5 +252,40 @@ func TestTakeoverLiveTCP(t *testing.T) {
 		if err := s.del(s.ours, a); err != nil {
 			t.Error(err)
 		}
+		s.wantForward("after DEL", a.family(), false)
 	})
+}
+
+// TestTakeoverSharedRule: three attachments of the reference taken over
+// (one transaction each, firewall and portmap in it), then deleted one by
+// one under iptables' FORWARD drop policy: while any is left, FORWARD holds
+// the rule for marked packets exactly once and the mappings of those left
+// work; after the last, nothing of ours is in FORWARD and no claim is left.
+func TestTakeoverSharedRule(t *testing.T) {
+	rel := refReleases(t, true)[0]
+	s := newSwitchHost(t, rel, false, false, "10.97.0.4")
+	ctrs := []*switchCtr{s.ctr("ctr-a", 18080), s.ctr("ctr-b", 18081), s.ctr("ctr-c", 18082)}
+	for _, c := range ctrs {
+		plugintest.Must(t, s.add(s.ref, c))
+	}
+	out, err := s.nftcni("takeover", "-v")
+	if err != nil || !strings.Contains(out, "3 attachments taken over") {
+		t.Fatalf("nftcni takeover: %v\n%s", err, out)
+	}
+	hostfw.Run(t, s.host.NS, "", "iptables", "-P", "FORWARD", "DROP")
+	for i, c := range ctrs {
+		what := fmt.Sprintf("with %d attachments left", len(ctrs)-i)
+		s.wantForward(what, "ip", true)
+		for _, o := range ctrs[i:] {
+			if !s.reachable(o, o.port) {
+				t.Errorf("%s: the mapping of %s does not work under FORWARD's drop policy; FORWARD's rules of ours %q, table inet nftcni_accept:\n%s",
+					what, o.id, s.forwardOurs()["ip"], hostfw.Run(t, s.host.NS, "", "nft", "list", "table", "inet", "nftcni_accept"))
+			}
+		}
+		plugintest.Must(t, s.del(s.ours, c))
+	}
+	s.wantForward("after the last DEL", "ip", false)
+	if n := s.claims(); n != 0 {
+		t.Errorf("after the last DEL inet nftcni_accept holds %d claims", n)
+	}
 }
