@@ -521,9 +521,8 @@ func (d *decoder) define(id int, b *buf) error {
 	if b.err != nil {
 		return b.err
 	}
-	if w.kind == 0 {
-		return fmt.Errorf("gob: empty definition of type id %d", id)
-	}
+	// An empty definition is accepted, as gob accepts it: it defines
+	// nothing, and a value of that type fails when it comes (value).
 	d.types[id] = w
 	return nil
 }
@@ -694,6 +693,8 @@ func (d *decoder) skip(b *buf, id, depth int) error {
 		}
 	case wireMarshaled:
 		b.bytes()
+	default: // an empty definition: gob cannot skip it either
+		return fmt.Errorf("gob: value of undefined type id %d", id)
 	}
 	return b.err
 }
