@@ -316,10 +316,8 @@ func cat(parts ...[]expr.Any) []expr.Any {
 // encode is the rules of the accepts of want that fit c, duplicates once.
 func (c Chain) encode(want []Accept) [][]expr.Any {
 	var out [][]expr.Any
-	for i, a := range want {
-		if c.fits(a.addr) && !slices.Contains(want[:i], a) {
-			out = append(out, c.Rules(a)...)
-		}
+	for _, a := range fitting(c, want) {
+		out = append(out, c.Rules(a)...)
 	}
 	return out
 }

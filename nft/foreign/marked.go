@@ -427,8 +427,7 @@ func mustHave(tx *nft.Tx, s *nftables.Set, k []byte) []nft.Element {
 	return got
 }
 
-// markedRemove deletes m's claims for c, and the legacy rules the index
-// knows; it reports how many accepts m had there, and whether m had
+// markedRemove deletes m's claims for c; it reports how many accepts m had there, and whether m had
 // claims at all (marked): when it had none, m's rules in c, if any, are
 // an earlier version's per-address ones, which Remove then finds as it
 // always did.
@@ -446,9 +445,9 @@ func markedRemove(tx *nft.Tx, c Chain, m Mark) (n int, marked bool, err error) {
 		// and has nothing here (a single-stack attachment).
 		return 0, claimsElsewhere(cnt, c, m), nil
 	}
-	if err := dropLegacy(tx, c, m); err != nil {
-		return 0, false, err
-	}
+	// No earlier version's rules to look for: the Sync that made m's
+	// first claims removed them (dropLegacyAll), and Insert claims only
+	// for new attachments.
 	if err := rewriteClaims(tx, cnt, c, m.comment(), old, slots, nil); err != nil {
 		return 0, false, err
 	}
@@ -580,24 +579,6 @@ func dropLegacyAll(tx *nft.Tx, c Chain, m Mark) ([]uint64, error) {
 		tx.Batch().DeleteForeignRule(c.nft(), h)
 	}
 	return mine, nil
-}
-
-// dropLegacy deletes the per-address rules m has in c from before marked
-// accepts, when the index knows them (index.go). Rules the index does not
-// know are left to GC, which finds them by their comments.
-func dropLegacy(tx *nft.Tx, c Chain, m Mark) error {
-	idx, mine, ok, err := indexed(tx, c, m)
-	if err != nil {
-		return err
-	}
-	unindex(tx, m, idx)
-	if !ok {
-		return nil
-	}
-	for _, h := range mine {
-		tx.Batch().DeleteForeignRule(c.nft(), h)
-	}
-	return nil
 }
 
 // ensureMarkTable adds the table, its sets and chains, and the chains'
